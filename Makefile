@@ -1,0 +1,37 @@
+# PocketMQ developer commands. Every target sets up what it needs on a bare machine.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: setup test lint typecheck pytest namesrv bench bench-store clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
+	$(BIN)/python -m pip install --upgrade pip >/dev/null
+	$(BIN)/python -m pip install -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck pytest
+
+namesrv: $(STAMP)
+	$(BIN)/rmq-namesrv --port $${PORT:-9876} --log-format console
+
+bench: bench-store
+
+bench-store: $(STAMP)
+	$(BIN)/rmq-bench store
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,140 @@
+"""``RemotingServer``: accepts connections and serves registered request processors.
+
+What a process gets from it: a handler table keyed by request code (unknown codes answered with
+REQUEST_CODE_NOT_SUPPORTED), bounded connections (a connection over ``max_connections`` is closed at
+once) and bounded in-flight requests per connection (answered SYSTEM_BUSY beyond it), idle connections
+closed after ``idle_timeout`` by one periodic scan rather than a timer per connection, callbacks when a
+connection closes (the name server forgets a broker, the broker forgets a client), and a graceful stop:
+stop accepting, let in-flight requests finish within a grace period, then close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from remoting.connection import Connection, Handler
+from remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+
+log = structlog.get_logger("remoting.server")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_connections: int = 4096
+    max_in_flight_per_connection: int = 4096
+    max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    #: Connections silent for this long are closed (RocketMQ's serverChannelMaxIdleTimeSeconds).
+    idle_timeout: float = 120.0
+
+
+class RemotingServer:
+    """An asyncio TCP server speaking the remoting protocol."""
+
+    def __init__(self, config: ServerConfig, *, name: str = "remoting") -> None:
+        self.config = config
+        self.name = name
+        self._handlers: dict[int, Handler] = {}
+        self._close_callbacks: list[Callable[[Connection], None]] = []
+        self._connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._scan_task: asyncio.Task[None] | None = None
+        self._address: tuple[str, int] | None = None
+
+    # -- configuration --------------------------------------------------------------------------------
+
+    def register(self, code: int, handler: Handler) -> None:
+        """Serve request ``code`` with ``handler`` (replacing any earlier one)."""
+        self._handlers[int(code)] = handler
+
+    def on_connection_closed(self, callback: Callable[[Connection], None]) -> None:
+        self._close_callbacks.append(callback)
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._make_connection, self.config.host, self.config.port, reuse_address=True
+        )
+        sock = self._server.sockets[0]
+        host, port = sock.getsockname()[:2]
+        self._address = (host, port)
+        self._scan_task = loop.create_task(self._scan_idle(), name=f"{self.name}-idle-scan")
+        log.info("server_listening", server=self.name, addr=self.addr)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._address is None:
+            raise RuntimeError("server not started")
+        return self._address
+
+    @property
+    def addr(self) -> str:
+        host, port = self.address
+        return f"{host}:{port}"
+
+    @property
+    def connections(self) -> frozenset[Connection]:
+        return frozenset(self._connections)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, let in-flight requests finish (at most ``grace`` s), close every connection."""
+        if self._server is None:
+            return
+        self._server.close()
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+        conns = list(self._connections)
+        if conns:
+            await asyncio.gather(*(c.wait_handlers(grace) for c in conns))
+        for conn in conns:
+            conn.close()
+        if conns:
+            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in conns], timeout=grace)
+        await self._server.wait_closed()
+        self._server = None
+        log.info("server_stopped", server=self.name)
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _make_connection(self) -> Connection:
+        conn = Connection(
+            self._handlers,
+            max_frame_length=self.config.max_frame_length,
+            max_in_flight=self.config.max_in_flight_per_connection,
+            on_close=self._closed,
+        )
+        if len(self._connections) >= self.config.max_connections:
+            log.warning("connection_refused", server=self.name, reason="max_connections")
+            conn.refuse = True
+        self._connections.add(conn)
+        return conn
+
+    def _closed(self, conn: Connection) -> None:
+        self._connections.discard(conn)
+        for callback in self._close_callbacks:
+            try:
+                callback(conn)
+            except Exception:
+                log.exception("close_callback_failed", server=self.name, peer=conn.remote_addr)
+
+    async def _scan_idle(self) -> None:
+        idle = self.config.idle_timeout
+        interval = min(10.0, max(idle / 4, 0.05))
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            deadline = loop.time() - idle
+            for conn in list(self._connections):
+                if conn.last_activity < deadline:
+                    log.info("idle_connection_closed", server=self.name, peer=conn.remote_addr)
+                    conn.close()
