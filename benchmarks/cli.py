@@ -1,0 +1,28 @@
+"""``rmq-bench``: PocketMQ's benchmarks, one sub-command per workload (never run by the tests)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: sub-command -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
+WORKLOADS = {
+    "store": ("benchmarks.store_bench", "message store appends: ASYNC/SYNC flush, single and batch"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rmq-bench", description="PocketMQ benchmarks")
+    sub = parser.add_subparsers(dest="workload", required=True)
+    modules = {}
+    for name, (module_name, help_text) in WORKLOADS.items():
+        module = importlib.import_module(module_name)
+        modules[name] = module
+        module.add_arguments(sub.add_parser(name, help=help_text))
+    args = parser.parse_args(argv)
+    return int(modules[args.workload].run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""RocketMQ-style ``.properties`` configuration for every PocketMQ process.
+
+A component's configuration is a frozen dataclass. :func:`load_config` builds one from defaults, then a
+``.properties`` file (keys are the camelCase forms of the field names, as RocketMQ's setters are), then
+explicit overrides (CLI flags). Unknown keys and values of the wrong type are errors, never silently
+ignored: a typo in ``brokerRole`` must stop the broker, not start it as the wrong role.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration file or flag is invalid."""
+
+
+def camel(name: str) -> str:
+    """``listen_port`` → ``listenPort``."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value`` or ``key: value``, ``#``/``!`` comments,
+    trailing-backslash continuation lines."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                props[line[:i].strip()] = line[i + 1 :].strip()
+                break
+        else:
+            props[line] = ""
+    return props
+
+
+def load_properties(path: str | Path) -> dict[str, str]:
+    try:
+        return parse_properties(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+
+
+def _convert(key: str, raw: str, hint: Any) -> Any:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if raw == "":
+            return None
+        hint = args[0]
+    try:
+        if hint is bool:
+            lowered = raw.strip().lower()
+            if lowered not in ("true", "false"):
+                raise ValueError(raw)
+            return lowered == "true"
+        if hint is int:
+            return int(raw)
+        if hint is float:
+            return float(raw)
+        if hint is str:
+            return raw
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            return hint[raw.strip().upper()]
+    except (ValueError, KeyError):
+        raise ConfigError(f"bad value for {key}: {raw!r} (expected {getattr(hint, '__name__', hint)})") from None
+    raise ConfigError(f"unsupported config type for {key}: {hint!r}")
+
+
+def load_config(cls: type[T], props: dict[str, str] | None = None, **overrides: Any) -> T:
+    """Build ``cls`` from its defaults, ``props`` (camelCase keys) and ``overrides`` (field names, typed).
+
+    ``None`` overrides are skipped so CLI flags that were not given leave the file's value in place.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    by_key = {camel(name): name for name in fields}
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for key, raw in (props or {}).items():
+        name = by_key.get(key)
+        if name is None:
+            raise ConfigError(f"unknown config key {key!r}; known keys: {', '.join(sorted(by_key))}")
+        values[name] = _convert(key, raw, hints[name])
+    for name, value in overrides.items():
+        if name not in fields:
+            raise ConfigError(f"unknown config field {name!r}")
+        if value is not None:
+            values[name] = value
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def format_config(config: object) -> str:
+    """The effective configuration as ``.properties`` text (for ``--print-config`` and the start log)."""
+    lines = []
+    for f in dataclasses.fields(config):  # type: ignore[arg-type]
+        value = getattr(config, f.name)
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif value is None:
+            text = ""
+        elif hasattr(value, "name") and not isinstance(value, str | int):
+            text = value.name
+        else:
+            text = str(value)
+        lines.append(f"{camel(f.name)}={text}")
+    return "\n".join(lines) + "\n"
