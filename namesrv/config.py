@@ -1,0 +1,29 @@
+"""Name server configuration (``rmq-namesrv --config FILE`` takes these keys in camelCase)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 9876
+    #: How often the liveness scan runs (RocketMQ: every 10 s).
+    scan_not_active_broker_interval: float = 10.0
+    #: A broker silent this long is dropped (RocketMQ's BROKER_CHANNEL_EXPIRED_TIME, 120 s).
+    broker_channel_expired_time: float = 120.0
+    #: Client connections silent this long are closed.
+    server_channel_max_idle_time: float = 120.0
+    kv_config_path: str = str(Path.home() / "namesrv" / "kvConfig.json")
+    #: Put the ORDER_TOPIC_CONFIG KV value into routes, as RocketMQ's ``orderMessageEnable``.
+    order_message_enable: bool = False
+    max_connections: int = 4096
+    max_frame_length: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ValueError(f"listenPort {self.listen_port} out of range")
+        if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
+            raise ValueError("scan interval and broker expiry must be positive")
