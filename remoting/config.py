@@ -28,6 +28,13 @@ def camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+def config_key(f: dataclasses.Field[Any]) -> str:
+    """A field's ``.properties`` key: ``metadata={"key": ...}`` where RocketMQ's spelling is irregular
+    (``brokerIP1``), else the camelCase field name."""
+    key = f.metadata.get("key")
+    return key if isinstance(key, str) else camel(f.name)
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """Parse Java ``.properties`` text: ``key=value`` or ``key: value``, ``#``/``!`` comments,
     trailing-backslash continuation lines."""
@@ -88,7 +95,7 @@ def load_config(cls: type[T], props: dict[str, str] | None = None, **overrides: 
     ``None`` overrides are skipped so CLI flags that were not given leave the file's value in place.
     """
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    by_key = {camel(name): name for name in fields}
+    by_key = {config_key(f): name for name, f in fields.items()}
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for key, raw in (props or {}).items():
@@ -120,5 +127,5 @@ def format_config(config: object) -> str:
             text = value.name
         else:
             text = str(value)
-        lines.append(f"{camel(f.name)}={text}")
+        lines.append(f"{config_key(f)}={text}")
     return "\n".join(lines) + "\n"

@@ -203,3 +203,113 @@ class DeleteKVConfigRequestHeader(CommandHeader):
 @dataclasses.dataclass(frozen=True, slots=True)
 class GetKVListByNamespaceRequestHeader(CommandHeader):
     namespace: str
+
+
+# -- send ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SendMessageRequestHeader(CommandHeader):
+    """SEND_MESSAGE (10) and SEND_BATCH_MESSAGE's long form: RocketMQ's full field names."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool | None = None
+    batch: bool | None = None
+    max_reconsume_times: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SendMessageRequestHeaderV2(CommandHeader):
+    """SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320): the same fields under one-letter keys.
+
+    Attribute names match :class:`SendMessageRequestHeader`, so a processor handles both alike.
+    """
+
+    producer_group: str = wire("a")
+    topic: str = wire("b")
+    default_topic: str = wire("c")
+    default_topic_queue_nums: int = wire("d")
+    queue_id: int = wire("e")
+    sys_flag: int = wire("f")
+    born_timestamp: int = wire("g")
+    flag: int = wire("h")
+    properties: str | None = wire("i", None)
+    reconsume_times: int | None = wire("j", None)
+    unit_mode: bool | None = wire("k", None)
+    max_reconsume_times: int | None = wire("l", None)
+    batch: bool | None = wire("m", None)
+    broker_name: str | None = wire("n", None)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SendMessageResponseHeader(CommandHeader):
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+
+
+# -- admin and client management -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreateTopicRequestHeader(CommandHeader):
+    topic: str
+    default_topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str
+    topic_sys_flag: int | None = None
+    order: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteTopicRequestHeader(CommandHeader):
+    topic: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicQueueRequestHeader(CommandHeader):
+    """GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32)."""
+
+    topic: str
+    queue_id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SearchOffsetRequestHeader(CommandHeader):
+    topic: str
+    queue_id: int
+    timestamp: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OffsetResponseHeader(CommandHeader):
+    offset: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EarliestMsgStoretimeResponseHeader(CommandHeader):
+    timestamp: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ViewMessageRequestHeader(CommandHeader):
+    offset: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnregisterClientRequestHeader(CommandHeader):
+    client_id: str = wire("clientID")
+    producer_group: str | None = None
+    consumer_group: str | None = None

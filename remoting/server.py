@@ -58,16 +58,26 @@ class RemotingServer:
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, serve: bool = True) -> None:
+        """Bind (so :attr:`address` is known) and, unless ``serve`` is False, accept connections.
+
+        A broker binds first to learn its port (for port 0), builds its store with that address, registers
+        its processors, and only then calls :meth:`start_serving`.
+        """
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._make_connection, self.config.host, self.config.port, reuse_address=True
+            self._make_connection, self.config.host, self.config.port, reuse_address=True, start_serving=serve
         )
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
         self._address = (host, port)
         self._scan_task = loop.create_task(self._scan_idle(), name=f"{self.name}-idle-scan")
         log.info("server_listening", server=self.name, addr=self.addr)
+
+    async def start_serving(self) -> None:
+        if self._server is None:
+            raise RuntimeError("server not bound: call start() first")
+        await self._server.start_serving()
 
     @property
     def address(self) -> tuple[str, int]:

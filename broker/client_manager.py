@@ -1,0 +1,215 @@
+"""Producers and consumers known to the broker, from their heartbeats (HEART_BEAT 34).
+
+Heartbeat bodies come in several dialects (reference §12): enum names (``"CLUSTERING"``) from Java and
+JavaScript clients, ordinals (``messageModel:1``) and string ``subVersion`` from the C++ client, empty
+sets omitted, and msgpack from our own SDK. :func:`parse_heartbeat` turns all of them into one typed shape.
+A client is forgotten when its connection closes or it unregisters; silent connections are closed by the
+remoting server's idle scan (120 s).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from remoting.connection import Connection
+from remoting.errors import InvalidHeaderError
+
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+CONSUME_FROM = (
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+)
+#: Bounds on what one heartbeat may register: a heartbeat is untrusted input.
+MAX_GROUPS_PER_HEARTBEAT = 1024
+MAX_SUBSCRIPTIONS_PER_GROUP = 1024
+
+
+def _enum_name(value: object, names: tuple[str, ...], default: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
+        return names[value]
+    if isinstance(value, str) and value.upper() in names:
+        return value.upper()
+    return default
+
+
+def _int(value: object, default: int = 0) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return default
+    return default
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData:
+    topic: str
+    sub_string: str = "*"
+    tags_set: frozenset[str] = frozenset()
+    code_set: frozenset[int] = frozenset()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+
+    @property
+    def matches_all(self) -> bool:
+        return self.sub_string.strip() in ("", "*")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "classFilterMode": False, "codeSet": sorted(self.code_set), "expressionType": self.expression_type,
+            "subString": self.sub_string, "subVersion": self.sub_version, "tagsSet": sorted(self.tags_set),
+            "topic": self.topic,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerData:
+    group_name: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: tuple[SubscriptionData, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatData:
+    client_id: str
+    producer_groups: tuple[str, ...]
+    consumers: tuple[ConsumerData, ...]
+
+
+def _subscription(raw: dict[str, Any]) -> SubscriptionData:
+    topic = raw.get("topic")
+    if not isinstance(topic, str) or not topic:
+        raise InvalidHeaderError("heartbeat subscription without a topic")
+    return SubscriptionData(
+        topic=topic,
+        sub_string=str(raw.get("subString") or "*"),
+        tags_set=frozenset(str(t) for t in raw.get("tagsSet") or ()),
+        code_set=frozenset(_int(c) for c in raw.get("codeSet") or ()),
+        sub_version=_int(raw.get("subVersion")),
+        expression_type=str(raw.get("expressionType") or "TAG"),
+    )
+
+
+def _consumer(raw: dict[str, Any]) -> ConsumerData:
+    group = raw.get("groupName")
+    if not isinstance(group, str) or not group:
+        raise InvalidHeaderError("heartbeat consumer data without a groupName")
+    subs = raw.get("subscriptionDataSet") or []
+    if len(subs) > MAX_SUBSCRIPTIONS_PER_GROUP:
+        raise InvalidHeaderError(f"heartbeat with more than {MAX_SUBSCRIPTIONS_PER_GROUP} subscriptions")
+    return ConsumerData(
+        group_name=group,
+        consume_type=_enum_name(raw.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
+        message_model=_enum_name(raw.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
+        consume_from_where=_enum_name(raw.get("consumeFromWhere"), CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"),
+        subscriptions=tuple(_subscription(s) for s in subs if isinstance(s, dict)),
+    )
+
+
+def parse_heartbeat(raw: object) -> HeartbeatData:
+    """A decoded HEART_BEAT body (JSON or msgpack) in any client's dialect."""
+    if not isinstance(raw, dict):
+        raise InvalidHeaderError("heartbeat body is not an object")
+    client_id = raw.get("clientID")
+    if not isinstance(client_id, str) or not client_id:
+        raise InvalidHeaderError("heartbeat without clientID")
+    producers = raw.get("producerDataSet") or []
+    consumers = raw.get("consumerDataSet") or []
+    if len(producers) + len(consumers) > MAX_GROUPS_PER_HEARTBEAT:
+        raise InvalidHeaderError(f"heartbeat with more than {MAX_GROUPS_PER_HEARTBEAT} groups")
+    return HeartbeatData(
+        client_id=client_id,
+        producer_groups=tuple(
+            str(p["groupName"]) for p in producers if isinstance(p, dict) and isinstance(p.get("groupName"), str)
+        ),
+        consumers=tuple(_consumer(c) for c in consumers if isinstance(c, dict)),
+    )
+
+
+@dataclass(slots=True)
+class ClientChannel:
+    client_id: str
+    connection: Connection
+    last_update: float
+
+
+@dataclass(slots=True)
+class ConsumerGroupInfo:
+    group_name: str
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+    channels: dict[str, ClientChannel] = field(default_factory=dict)
+
+    def client_ids(self) -> list[str]:
+        return sorted(self.channels)
+
+
+class ClientManager:
+    """Producer and consumer groups with their live client channels."""
+
+    def __init__(self) -> None:
+        self.producers: dict[str, dict[str, ClientChannel]] = {}
+        self.consumers: dict[str, ConsumerGroupInfo] = {}
+
+    def heartbeat(self, data: HeartbeatData, conn: Connection) -> list[str]:
+        """Record a heartbeat; returns the consumer groups whose membership changed."""
+        now = time.monotonic()
+        for group in data.producer_groups:
+            self.producers.setdefault(group, {})[data.client_id] = ClientChannel(data.client_id, conn, now)
+        changed = []
+        for consumer in data.consumers:
+            info = self.consumers.get(consumer.group_name)
+            if info is None:
+                info = ConsumerGroupInfo(consumer.group_name, consumer.consume_type, consumer.message_model,
+                                         consumer.consume_from_where)
+                self.consumers[consumer.group_name] = info
+            info.consume_type = consumer.consume_type
+            info.message_model = consumer.message_model
+            info.consume_from_where = consumer.consume_from_where
+            info.subscriptions = {s.topic: s for s in consumer.subscriptions}
+            if data.client_id not in info.channels:
+                changed.append(consumer.group_name)
+            info.channels[data.client_id] = ClientChannel(data.client_id, conn, now)
+        return changed
+
+    def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> list[str]:
+        if producer_group:
+            self.producers.get(producer_group, {}).pop(client_id, None)
+        changed = []
+        if consumer_group:
+            info = self.consumers.get(consumer_group)
+            if info is not None and info.channels.pop(client_id, None) is not None:
+                changed.append(consumer_group)
+        return changed
+
+    def connection_closed(self, conn: Connection) -> list[str]:
+        """Forget every client registered over ``conn``; returns consumer groups that changed."""
+        for group in self.producers.values():
+            for cid in [cid for cid, ch in group.items() if ch.connection is conn]:
+                del group[cid]
+        changed = []
+        for name, info in self.consumers.items():
+            gone = [cid for cid, ch in info.channels.items() if ch.connection is conn]
+            for cid in gone:
+                del info.channels[cid]
+            if gone:
+                changed.append(name)
+        return changed
+
+    def producer_count(self) -> int:
+        return sum(len(g) for g in self.producers.values())

@@ -1,0 +1,117 @@
+"""Broker configuration: RocketMQ's flat ``broker.properties`` split into broker and store settings.
+
+Keys are RocketMQ's (reference §9). Broker keys are the camelCase names of :class:`BrokerConfig`'s
+fields; store keys are those of :data:`store.config.PROPERTY_NAMES`. A key that is neither is an error.
+Durations keep RocketMQ's units (``registerNameServerPeriod`` in ms) so existing files mean the same here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from remoting.config import ConfigError, config_key, format_config, load_config
+from store.config import PROPERTY_NAMES, BrokerRole, FlushDiskType, StoreConfig
+
+__all__ = ["BrokerConfig", "BrokerRole", "FlushDiskType", "format_broker_config", "load_broker_config"]
+
+#: Keys RocketMQ's sample files carry that PocketMQ accepts and ignores (with the reason in the README).
+IGNORED_KEYS = frozenset({"brokerIP2", "transientStorePoolEnable", "sendMessageThreadPoolNums",
+                          "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = field(default_factory=socket.gethostname)
+    broker_id: int = 0
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    namesrv_addr: str | None = None
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 10911
+    #: The address registered with name servers and written into records (RocketMQ's brokerIP1).
+    broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1"})
+    #: HA port; 0 = listenPort + 1 as RocketMQ forces it (or any free port when listenPort is 0).
+    ha_listen_port: int = 0
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    broker_permission: int = 6
+    register_name_server_period: int = 30_000
+    register_broker_timeout_mills: int = 6000
+    client_channel_max_idle_time_seconds: int = 120
+    slave_read_enable: bool = False
+    max_connections: int = 4096
+    max_in_flight_per_connection: int = 4096
+    max_frame_length: int = 16 * 1024 * 1024
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    store: StoreConfig = field(default_factory=lambda: StoreConfig(store_path_root_dir="store"))
+
+    def __post_init__(self) -> None:
+        if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
+            object.__setattr__(self, "broker_id", 0)  # RocketMQ forces masters to id 0
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0:
+            raise ValueError("a SLAVE needs brokerId > 0")
+        if not 0 <= self.listen_port <= 65535:
+            raise ValueError(f"listenPort {self.listen_port} out of range")
+        if self.register_name_server_period <= 0:
+            raise ValueError("registerNameServerPeriod must be positive")
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_role is not BrokerRole.SLAVE
+
+
+def load_broker_config(props: Mapping[str, str], **overrides: Any) -> BrokerConfig:
+    """Build a :class:`BrokerConfig` from ``.properties`` keys plus CLI ``overrides`` (field names).
+
+    Store fields may be overridden with a ``store_`` prefix-free name that StoreConfig has
+    (``store_path_root_dir``, ``flush_disk_type``...)."""
+    broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}
+    broker_keys = {config_key(f) for f in dataclasses.fields(BrokerConfig) if f.name != "store"}
+    broker_props: dict[str, str] = {}
+    store_props: dict[str, str] = {}
+    for key, value in props.items():
+        if key in broker_keys:
+            broker_props[key] = value
+        if key in PROPERTY_NAMES:
+            store_props[key] = value
+        if key not in broker_keys and key not in PROPERTY_NAMES and key not in IGNORED_KEYS:
+            known = sorted(broker_keys | set(PROPERTY_NAMES))
+            raise ConfigError(f"unknown config key {key!r}; known keys: {', '.join(known)}")
+    store_fields = {f.name for f in dataclasses.fields(StoreConfig)}
+    broker_over = {k: v for k, v in overrides.items() if k in broker_fields and v is not None}
+    store_over = {k: v for k, v in overrides.items() if k in store_fields and v is not None and k not in broker_fields}
+    unknown = set(overrides) - broker_fields - store_fields
+    if unknown:
+        raise ConfigError(f"unknown config fields {sorted(unknown)}")
+    store_props.setdefault("storePathRootDir", "store")
+    try:
+        base = load_config(BrokerConfig, broker_props, **broker_over)
+        store_over["broker_role"] = base.broker_role
+        store_over.setdefault("store_host", f"{base.broker_ip1}:{base.listen_port}")
+        store = StoreConfig.from_properties(store_props, **store_over)
+        return dataclasses.replace(base, store=store)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def format_broker_config(config: BrokerConfig) -> str:
+    """The effective configuration, broker keys then store keys, as ``.properties`` text."""
+    broker_part = format_config(config).splitlines()
+    broker_part = [line for line in broker_part if not line.startswith("store=")]
+    reverse = {v: k for k, v in PROPERTY_NAMES.items()}
+    store_lines = []
+    for f in dataclasses.fields(config.store):
+        key = reverse.get(f.name)
+        if key is None or key == "brokerRole":
+            continue
+        value = getattr(config.store, f.name)
+        text = value.value if hasattr(value, "value") else ("true" if value is True else "false" if value is False
+                                                           else str(value))
+        store_lines.append(f"{key}={text}")
+    return "\n".join(broker_part + store_lines) + "\n"

@@ -1,0 +1,184 @@
+"""``BrokerController``: the broker's composition root.
+
+Start-up order matters and is spelled out in :meth:`BrokerController.start`: bind the port first (port 0
+picks one, and the store writes the broker's address into every record), open and recover the store,
+register processors, start serving, then register with every name server. Stop is the reverse, as the
+issue asks: stop accepting, let in-flight sends finish, flush and close the store, unregister.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+
+import structlog
+
+from broker.client_manager import ClientManager
+from broker.config import BrokerConfig, BrokerRole
+from broker.metadata import BrokerMetadata
+from broker.processors.admin import AdminBrokerProcessor
+from broker.processors.client_manage import ClientManageProcessor
+from broker.processors.send import SendMessageProcessor
+from broker.registration import BrokerIdentity, BrokerOuterAPI, RegisterResult, split_namesrv_addr
+from broker.stats import BrokerStats
+from broker.topic_manager import TopicConfigManager
+from remoting.client import RemotingClient
+from remoting.connection import Connection, Handler
+from remoting.server import RemotingServer, ServerConfig
+from store.message_store import MessageStore
+
+log = structlog.get_logger("broker")
+
+
+class BrokerController:
+    """One broker: ``await start()``, ``.addr``, ``await stop()``."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.server = RemotingServer(
+            ServerConfig(
+                host=config.listen_host, port=config.listen_port, max_connections=config.max_connections,
+                max_in_flight_per_connection=config.max_in_flight_per_connection,
+                max_frame_length=config.max_frame_length, idle_timeout=config.client_channel_max_idle_time_seconds,
+            ),
+            name=f"broker-{config.broker_name}",
+        )
+        self.client = RemotingClient()
+        self.outer_api = BrokerOuterAPI(self.client, split_namesrv_addr(config.namesrv_addr),
+                                        timeout=config.register_broker_timeout_mills / 1000)
+        self.stats = BrokerStats()
+        self.clients = ClientManager()
+        self.topics = TopicConfigManager(
+            cluster_name=config.broker_cluster_name, broker_name=config.broker_name,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            schedule_queue_nums=len(config.store.delay_levels_ms), on_change=self._topics_changed,
+        )
+        self.metadata = BrokerMetadata(config.store.config_dir)
+        self.store: MessageStore | None = None
+        self.master_addr: str | None = None
+        self.master_ha_addr: str | None = None
+        self.last_registration: list[RegisterResult] = []
+        self._register_now = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._persist_pending = False
+        self._running = False
+
+    # -- addresses -----------------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self.server.address[1]
+
+    @property
+    def addr(self) -> str:
+        """The address clients and name servers know this broker by (brokerIP1:port)."""
+        return f"{self.config.broker_ip1}:{self.port}"
+
+    @property
+    def ha_port(self) -> int:
+        return self.config.ha_listen_port or self.port + 1
+
+    def identity(self) -> BrokerIdentity:
+        return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, self.config.broker_id,
+                              self.addr, f"{self.config.broker_ip1}:{self.ha_port}")
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.server.start(serve=False)
+        store_config = dataclasses.replace(self.config.store, store_host=self.addr)
+        self.store = MessageStore(store_config)
+        await self.store.start()
+        stored = await asyncio.to_thread(self.metadata.load_topics)
+        self.topics.load(stored.topics, stored.data_version)
+        self._register_processors(self.store)
+        await self.server.start_serving()
+        self._running = True
+        await self.register_all()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._register_loop(), name="broker-register"),
+                       loop.create_task(self._sample_stats(), name="broker-stats")]
+        log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name)
+
+    def _register_processors(self, store: MessageStore) -> None:
+        handlers: dict[int, Handler] = {}
+        send = SendMessageProcessor(
+            store=store, topics=self.topics, broker_name=self.config.broker_name,
+            cluster_name=self.config.broker_cluster_name, broker_addr=lambda: self.addr,
+            is_slave=self.config.broker_role is BrokerRole.SLAVE,
+            broker_permission=lambda: self.config.broker_permission, region_id=self.config.region_id,
+            trace_on=self.config.trace_on, on_stored=self.stats.on_put,
+        )
+        admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
+                                     role=lambda: self.config.broker_role.name)
+        self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics)
+        for processor in (send, admin, self.client_processor):
+            handlers.update(processor.handlers())
+        for code, handler in handlers.items():
+            self.server.register(code, handler)
+        self.server.on_connection_closed(self._connection_closed)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        self.client_processor.connection_closed(conn)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, finish in-flight requests, flush and close the store, unregister."""
+        if not self._running:
+            return
+        self._running = False
+        tasks, self._tasks = list(self._tasks), []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.server.stop(grace=grace)
+        await self._persist_topics()
+        if self.store is not None:
+            await self.store.shutdown()
+        await self.outer_api.unregister_broker_all(self.identity())
+        await self.client.close()
+        log.info("broker_stopped", broker=self.config.broker_name, addr=self.addr)
+
+    # -- registration --------------------------------------------------------------------------------------
+
+    async def register_all(self) -> list[RegisterResult]:
+        results = await self.outer_api.register_broker_all(self.identity(), self.topics.wrapper())
+        self.last_registration = results
+        for result in results:
+            if result.ok and result.master_addr:
+                self.master_addr = result.master_addr
+                self.master_ha_addr = result.ha_server_addr
+        return results
+
+    async def _register_loop(self) -> None:
+        period = self.config.register_name_server_period / 1000
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._register_now.wait(), period)
+            self._register_now.clear()
+            try:
+                await self.register_all()
+            except Exception:
+                log.exception("registration_failed")
+
+    def _topics_changed(self, topic: str | None) -> None:
+        """A topic was created, changed or deleted: persist soon and re-register at once."""
+        self._register_now.set()
+        if not self._persist_pending and self._running:
+            self._persist_pending = True
+            task = asyncio.get_running_loop().create_task(self._persist_topics())
+            self._tasks.append(task)
+            task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def _persist_topics(self) -> None:
+        self._persist_pending = False
+        wrapper = self.topics.wrapper()
+        await asyncio.to_thread(self.metadata.save_topics, wrapper)
+
+    async def _sample_stats(self) -> None:
+        while True:
+            self.stats.sample()
+            await asyncio.sleep(1.0)

@@ -1,0 +1,83 @@
+"""``rmq-broker``: run one broker until SIGTERM/SIGINT.
+
+Prints one readiness line on stderr once serving and registered: ``BROKER READY <host:port>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+import uvloop
+
+from broker.config import BrokerConfig, BrokerRole, FlushDiskType, format_broker_config, load_broker_config
+from broker.controller import BrokerController
+from remoting.config import ConfigError, load_properties
+from remoting.logs import configure_logging
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="rmq-broker", description="PocketMQ broker")
+    p.add_argument("-c", "--config", metavar="FILE", help="RocketMQ-style broker .properties file")
+    p.add_argument("--role", choices=[r.name for r in BrokerRole], help="brokerRole")
+    p.add_argument("-n", "--namesrv-addr", metavar="ADDR;ADDR", help="name servers, ';'-separated")
+    p.add_argument("--listen-port", type=int, help="listenPort (0 picks a free port)")
+    p.add_argument("--listen-host", help="address to bind (default 0.0.0.0)")
+    p.add_argument("--broker-ip", help="brokerIP1: the address registered with name servers")
+    p.add_argument("--broker-name", help="brokerName")
+    p.add_argument("--broker-id", type=int, help="brokerId (0 = master)")
+    p.add_argument("--store-dir", help="storePathRootDir")
+    p.add_argument("--flush-disk-type", choices=[f.name for f in FlushDiskType], help="flushDiskType")
+    p.add_argument("--log-format", choices=("json", "console"), default="console")
+    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--print-config", action="store_true", help="print the effective config and exit")
+    return p.parse_args(argv)
+
+
+def build_config(args: argparse.Namespace) -> BrokerConfig:
+    props = load_properties(args.config) if args.config else {}
+    return load_broker_config(
+        props,
+        broker_role=BrokerRole[args.role] if args.role else None,
+        namesrv_addr=args.namesrv_addr,
+        listen_port=args.listen_port,
+        listen_host=args.listen_host,
+        broker_ip1=args.broker_ip,
+        broker_name=args.broker_name,
+        broker_id=args.broker_id,
+        store_path_root_dir=args.store_dir,
+        flush_disk_type=FlushDiskType[args.flush_disk_type] if args.flush_disk_type else None,
+    )
+
+
+async def serve(config: BrokerConfig) -> None:
+    controller = BrokerController(config)
+    await controller.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"BROKER READY {controller.addr}", file=sys.stderr, flush=True)
+    await stop.wait()
+    await controller.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = build_config(args)
+    except ConfigError as exc:
+        print(f"rmq-broker: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        sys.stdout.write(format_broker_config(config))
+        return 0
+    configure_logging(args.log_format, args.log_level)
+    uvloop.run(serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""The broker's ``config/topics.json`` (RocketMQ's TopicConfigSerializeWrapper JSON).
+
+Blocking file work: callers run these methods in a thread. Writes are atomic (temp file, fsync, rename,
+fsync of the directory), so a crash leaves either the old or the new file, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remoting import fastjson
+from remoting.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+
+
+@dataclass(slots=True)
+class StoredTopics:
+    topics: list[TopicConfig] = field(default_factory=list)
+    data_version: DataVersion | None = None
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class BrokerMetadata:
+    def __init__(self, config_dir: str) -> None:
+        self.topics_path = Path(config_dir) / "topics.json"
+
+    def load_topics(self) -> StoredTopics:
+        if not self.topics_path.exists():
+            return StoredTopics()
+        raw = fastjson.loads(self.topics_path.read_bytes())
+        wrapper = TopicConfigSerializeWrapper.from_json_dict(raw)
+        return StoredTopics(list(wrapper.topic_config_table.values()), wrapper.data_version)
+
+    def save_topics(self, wrapper: TopicConfigSerializeWrapper) -> None:
+        write_atomically(self.topics_path, fastjson.dumps(wrapper.to_json_dict()))

@@ -1,0 +1,222 @@
+"""``SendMessageProcessor``: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
+
+The checks are RocketMQ's (``msgCheck`` and friends), each answering with a clear code and remark before
+anything is stored. The hot path is synchronous: with ASYNC_FLUSH on an ASYNC_MASTER a send is
+appended, dispatched and answered inside the connection's ``data_received`` with no task; only a put that
+must wait (SYNC_FLUSH, a SYNC_MASTER's replica, a consume-queue file to create) becomes a coroutine.
+"""
+
+from __future__ import annotations
+
+import random
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from broker.status import put_status_to_response
+from broker.topic_manager import TopicConfigManager, validate_topic
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.connection import Connection, Handler
+from remoting.errors import InvalidHeaderError
+from remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from remoting.route import PERM_WRITE
+from store.message import MessageExtBatch, MessageExtBrokerInner
+from store.message_store import MessageStore
+from store.record import MAX_PROPERTIES_LENGTH, MessageConst, MessageSysFlag, encode_host, join_properties
+from store.results import PutMessageResult, PutMessageStatus
+
+SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
+
+#: Topics no producer may write to (reference §7).
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})
+
+_WAIT_FALSE = MessageConst.WAIT + "\x01false"
+_WAIT_TRUE = MessageConst.WAIT + "\x01true"
+
+
+class ReplicaWaiter(Protocol):
+    """What a SYNC_MASTER waits on after the local append (implemented by ``ha``)."""
+
+    def wait_for_replica(self, end_offset: int) -> Awaitable[PutMessageStatus]: ...
+
+
+def strip_wait(properties: str) -> tuple[str, bool]:
+    """Remove the producer's WAIT property (RocketMQ does not store it); return (properties, wait)."""
+    if "WAIT\x01" not in properties:
+        return properties, True
+    wait = _WAIT_FALSE not in properties
+    parts = [p for p in properties.split("\x02") if p and not p.startswith("WAIT\x01")]
+    return "\x02".join(parts), wait
+
+
+class SendMessageProcessor:
+    """Serves the three send codes for one broker."""
+
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        broker_name: str,
+        cluster_name: str,
+        broker_addr: Callable[[], str],
+        is_slave: bool,
+        broker_permission: Callable[[], int],
+        region_id: str,
+        trace_on: bool,
+        replica: ReplicaWaiter | None = None,
+        on_stored: Callable[[str, int, int], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.broker_name = broker_name
+        self.broker_addr = broker_addr
+        self.is_slave = is_slave
+        self.broker_permission = broker_permission
+        self.replica = replica
+        self.on_stored = on_stored
+        self._cluster_property = f"{MessageConst.CLUSTER}\x01{cluster_name}"
+        self._extra_fields = {"MSG_REGION": region_id, "TRACE_ON": "true" if trace_on else "false"}
+        self._born_hosts: weakref.WeakKeyDictionary[Connection, bytes] = weakref.WeakKeyDictionary()
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
+        }
+
+    # -- entry point ------------------------------------------------------------------------------------
+
+    def send_message(self, req: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        header = self._decode_header(req)
+        refusal = self._check(req, header, conn)
+        if refusal is not None:
+            return refusal
+        topic_config = self.topics.select_or_create_for_send(
+            header.topic, header.default_topic, header.default_topic_queue_nums, conn.remote_addr
+        )
+        if topic_config is None:
+            return req.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{header.topic}] not exist, apply first please!")
+        if not topic_config.perm & PERM_WRITE:
+            return req.response(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden")
+        queue_id = header.queue_id
+        limit = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if queue_id >= limit:
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"request queueId[{queue_id}] is illegal, topic {header.topic} has {limit} queues")
+        if queue_id < 0:
+            queue_id = random.randrange(topic_config.write_queue_nums)
+        body = bytes(req.body or b"")
+        if not body:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
+        properties, wait = strip_wait(header.properties or "")
+        if req.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            return self._put_batch(req, header, body, queue_id, properties, wait, conn)
+        properties = join_properties(properties, self._cluster_property)
+        if len(properties.encode()) > MAX_PROPERTIES_LENGTH:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message properties are longer than 32767 bytes")
+        msg = MessageExtBrokerInner(
+            topic=header.topic, body=body, queue_id=queue_id, flag=header.flag, properties=properties,
+            sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self._born_host(conn),
+            reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
+        )
+        if self._can_answer_now(msg.topic, queue_id, wait):
+            return self._respond(req, self.store.append(msg), queue_id)
+        return self._put_and_wait(req, msg, queue_id)
+
+    # -- checks -------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _decode_header(req: RemotingCommand) -> SendHeader:
+        if req.code == RequestCode.SEND_MESSAGE:
+            return SendMessageRequestHeader.from_command(req)
+        return SendMessageRequestHeaderV2.from_command(req)
+
+    def _check(self, req: RemotingCommand, header: SendHeader, conn: Connection) -> RemotingCommand | None:
+        if self.is_slave:
+            return req.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                f"the broker[{self.broker_name}, {self.broker_addr()}] is a slave: sending is refused")
+        if not self.broker_permission() & PERM_WRITE:
+            return req.response(ResponseCode.NO_PERMISSION,
+                                f"the broker[{self.broker_name}, {self.broker_addr()}] sending message is forbidden")
+        problem = validate_topic(header.topic)
+        if problem is not None:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, problem)
+        if header.topic in NOT_ALLOWED_SEND_TOPICS:
+            return req.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
+        if MessageSysFlag.transaction_type(header.sys_flag) == MessageSysFlag.TRANSACTION_PREPARED_TYPE:
+            return req.response(ResponseCode.NO_PERMISSION, "transactional (prepared) messages are not supported")
+        return None
+
+    def _born_host(self, conn: Connection) -> bytes:
+        host = self._born_hosts.get(conn)
+        if host is None:
+            ip, _, port = conn.remote_addr.rpartition(":")
+            try:
+                host = encode_host(ip.strip("[]"), int(port))
+            except (ValueError, OSError):
+                host = encode_host("127.0.0.1", 0)
+            self._born_hosts[conn] = host
+        return host
+
+    def _can_answer_now(self, topic: str, queue_id: int, wait: bool) -> bool:
+        if self.replica is not None and wait:
+            return False
+        if self.store.needs_flush_wait(wait):
+            return False
+        # The synchronous path must not create a consume-queue file on the event loop.
+        cq = self.store.find_consume_queue(topic, queue_id)
+        tail = cq.tail if cq is not None else None
+        return tail is not None and cq is not None and tail.wrote_position < cq.file_size
+
+    # -- puts ---------------------------------------------------------------------------------------------
+
+    async def _put_and_wait(self, req: RemotingCommand, msg: MessageExtBrokerInner, queue_id: int) -> RemotingCommand:
+        result = await self.store.put_message(msg)
+        result = await self._replicate(result, msg.wait_store_msg_ok)
+        return self._respond(req, result, queue_id)
+
+    def _put_batch(self, req: RemotingCommand, header: SendHeader, body: bytes, queue_id: int, properties: str,
+                   wait: bool, conn: Connection) -> Awaitable[RemotingCommand]:
+        if header.topic.startswith("%RETRY%"):
+            raise InvalidHeaderError("batch messages cannot be sent to a retry topic")
+        batch = MessageExtBatch(
+            topic=header.topic, body=body, queue_id=queue_id,
+            properties=join_properties(properties, self._cluster_property), sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp, born_host=self._born_host(conn), wait_store_msg_ok=wait,
+        )
+        return self._put_batch_and_wait(req, batch, queue_id)
+
+    async def _put_batch_and_wait(self, req: RemotingCommand, batch: MessageExtBatch, queue_id: int) -> RemotingCommand:
+        result = await self.store.put_messages(batch)
+        result = await self._replicate(result, batch.wait_store_msg_ok)
+        return self._respond(req, result, queue_id, batch=True)
+
+    async def _replicate(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
+        if self.replica is None or not wait or result.status is not PutMessageStatus.PUT_OK:
+            return result
+        append = result.append_result
+        assert append is not None
+        status = await self.replica.wait_for_replica(append.end_offset)
+        if status is not PutMessageStatus.PUT_OK:
+            result.status = status
+        return result
+
+    def _respond(self, req: RemotingCommand, result: PutMessageResult, queue_id: int,
+                 batch: bool = False) -> RemotingCommand:
+        code, remark = put_status_to_response(result.status)
+        append = result.append_result
+        if not result.status.is_stored or append is None:
+            return req.response(code, remark)
+        msg_id = ",".join(append.msg_ids) if batch else append.msg_id
+        fields = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset),
+                  **self._extra_fields}
+        if self.on_stored is not None:
+            self.on_stored(req.field("b") or req.field("topic") or "", append.msg_num, append.wrote_bytes)
+        return req.response(code, remark, ext_fields=fields)
