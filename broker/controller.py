@@ -112,7 +112,7 @@ class BrokerController:
             trace_on=self.config.trace_on, on_stored=self.stats.on_put,
         )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
-                                     role=lambda: self.config.broker_role.name)
+                                     role=lambda: self.config.broker_role.name, register_now=self.register_all)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics)
         for processor in (send, admin, self.client_processor):
             handlers.update(processor.handlers())

@@ -91,3 +91,14 @@ def wait_exit(proc: Proc, timeout: float) -> int | None:
             return code
         time.sleep(0.02)
     return None
+
+
+def start_broker(*extra: str, namesrv: str, store_dir: Path, name: str = "broker-a", config: Path | None = None,
+                 env: dict[str, str] | None = None) -> Proc:
+    args = [sys.executable, "-m", "broker.main", "-n", namesrv, "--listen-host", "127.0.0.1", "--listen-port", "0",
+            "--broker-name", name, "--store-dir", str(store_dir), "--log-format", "json"]
+    if config is not None:
+        args += ["-c", str(config)]
+    proc = Proc([*args, *extra], "BROKER READY", env=env)
+    proc.wait_ready()
+    return proc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from broker.stats import BrokerStats
 from broker.topic_manager import TopicConfigManager, validate_topic
@@ -34,6 +34,7 @@ class AdminBrokerProcessor:
         topics: TopicConfigManager,
         stats: BrokerStats,
         role: Callable[[], str],
+        register_now: Callable[[], Awaitable[object]] | None = None,
         extra_runtime_info: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.store = store
@@ -41,6 +42,7 @@ class AdminBrokerProcessor:
         self.stats = stats
         self.role = role
         self.extra_runtime_info = extra_runtime_info
+        self.register_now = register_now
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -57,7 +59,7 @@ class AdminBrokerProcessor:
 
     # -- topics --------------------------------------------------------------------------------------------
 
-    def update_and_create_topic(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def update_and_create_topic(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_command(req)
         problem = validate_topic(h.topic)
         if problem is not None:
@@ -72,6 +74,8 @@ class AdminBrokerProcessor:
         config = rd.TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
                                 h.topic_sys_flag or 0, h.order)
         self.topics.update(config)
+        if self.register_now is not None:
+            await self.register_now()  # the route is visible once the admin call returns, as in RocketMQ
         return req.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
