@@ -10,6 +10,13 @@ Pure building blocks (no sockets), each usable and tested on its own:
 * :mod:`client.topic_publish` — writable queues of a topic from its route, round-robin selection;
 * :mod:`client.fault` — latency fault tolerance (broker isolation) and the queue selection using it;
 * :mod:`client.errors` — the client's exceptions on top of :mod:`remoting.errors`.
+
+Networked parts:
+
+* :mod:`client.producer` — :class:`Producer`, the asyncio producer (sync, async, oneway, batch, ordered sends);
+* :mod:`client.instance` — the client instance producers share: route cache, name-server selection, heartbeats;
+* :mod:`client.headers` — the send, heartbeat and unregister request headers;
+* :mod:`client.sync` — a blocking facade (``client.sync.Producer``) for code without an event loop.
 """
 
 from client.errors import (
@@ -23,6 +30,7 @@ from client.errors import (
     SendFailedError,
 )
 from client.message import Message, MessageBatch, MessageQueue, SendResult, SendStatus
+from client.producer import MessageQueueSelector, Producer, SendCallback
 from remoting.errors import RemotingError, ResponseError
 
 __all__ = [
@@ -33,11 +41,14 @@ __all__ = [
     "Message",
     "MessageBatch",
     "MessageQueue",
+    "MessageQueueSelector",
     "NoNameServerError",
     "NoRouteError",
+    "Producer",
     "ProducerStateError",
     "RemotingError",
     "ResponseError",
+    "SendCallback",
     "SendFailedError",
     "SendResult",
     "SendStatus",

@@ -117,7 +117,7 @@ async def test_bad_sends_get_clear_errors_and_store_nothing(
 ) -> None:
     assert broker.store is not None
     before = broker.store.max_phy_offset
-    resp = await send(client, broker.addr, topic, body, **kw)
+    resp = await send(client, broker.addr, topic, body, **kw)  # type: ignore[arg-type]
     assert resp.code == code, resp
     assert remark in (resp.remark or "")
     assert broker.store.max_phy_offset == before
