@@ -42,6 +42,8 @@ class BrokerConfig:
     broker_permission: int = 6
     register_name_server_period: int = 30_000
     register_broker_timeout_mills: int = 6000
+    #: How often consumer offsets, subscription groups and delay offsets are written (ms).
+    flush_consumer_offset_interval: int = 5000
     client_channel_max_idle_time_seconds: int = 120
     slave_read_enable: bool = False
     max_connections: int = 4096

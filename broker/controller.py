@@ -16,12 +16,18 @@ import structlog
 
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig, BrokerRole
+from broker.long_polling import PullRequestHoldService
 from broker.metadata import BrokerMetadata
+from broker.offsets import ConsumerOffsetManager
 from broker.processors.admin import AdminBrokerProcessor
 from broker.processors.client_manage import ClientManageProcessor
+from broker.processors.consumer_manage import ConsumerManageProcessor
+from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.registration import BrokerIdentity, BrokerOuterAPI, RegisterResult, split_namesrv_addr
+from broker.schedule import ScheduleMessageService
 from broker.stats import BrokerStats
+from broker.subscription_groups import SubscriptionGroupManager
 from broker.topic_manager import TopicConfigManager
 from remoting.client import RemotingClient
 from remoting.connection import Connection, Handler
@@ -56,6 +62,10 @@ class BrokerController:
             schedule_queue_nums=len(config.store.delay_levels_ms), on_change=self._topics_changed,
         )
         self.metadata = BrokerMetadata(config.store.config_dir)
+        self.offsets = ConsumerOffsetManager()
+        self.groups = SubscriptionGroupManager(auto_create=config.auto_create_subscription_group)
+        self.hold = PullRequestHoldService()
+        self.schedule: ScheduleMessageService | None = None
         self.store: MessageStore | None = None
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
@@ -91,15 +101,18 @@ class BrokerController:
         store_config = dataclasses.replace(self.config.store, store_host=self.addr)
         self.store = MessageStore(store_config)
         await self.store.start()
-        stored = await asyncio.to_thread(self.metadata.load_topics)
-        self.topics.load(stored.topics, stored.data_version)
+        await asyncio.to_thread(self._load_metadata)
+        self.store.add_arrival_listener(self.hold.notify)
         self._register_processors(self.store)
         await self.server.start_serving()
         self._running = True
         await self.register_all()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._register_loop(), name="broker-register"),
-                       loop.create_task(self._sample_stats(), name="broker-stats")]
+                       loop.create_task(self._sample_stats(), name="broker-stats"),
+                       loop.create_task(self._persist_loop(), name="broker-persist")]
+        if self.schedule is not None:
+            self.schedule.start()
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name)
 
     def _register_processors(self, store: MessageStore) -> None:
@@ -111,10 +124,20 @@ class BrokerController:
             broker_permission=lambda: self.config.broker_permission, region_id=self.config.region_id,
             trace_on=self.config.trace_on, on_stored=self.stats.on_put,
         )
+        self.consumer_processor = ConsumerManageProcessor(
+            store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
+            broker_name=self.config.broker_name, is_master=self.config.is_master,
+        )
+        pull = PullMessageProcessor(
+            store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
+            hold=self.hold, is_master=self.config.is_master, broker_permission=lambda: self.config.broker_permission,
+            slave_read_enable=self.config.slave_read_enable, on_get=self.stats.on_get,
+        )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
                                      role=lambda: self.config.broker_role.name, register_now=self.register_all)
-        self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics)
-        for processor in (send, admin, self.client_processor):
+        self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
+                                                      on_group_changed=self.consumer_processor.notify_ids_changed)
+        for processor in (send, pull, admin, self.client_processor, self.consumer_processor):
             handlers.update(processor.handlers())
         for code, handler in handlers.items():
             self.server.register(code, handler)
@@ -134,8 +157,11 @@ class BrokerController:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.schedule is not None:
+            await self.schedule.stop()
         await self.server.stop(grace=grace)
         await self._persist_topics()
+        await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
             await self.store.shutdown()
         await self.outer_api.unregister_broker_all(self.identity())
@@ -177,6 +203,39 @@ class BrokerController:
         self._persist_pending = False
         wrapper = self.topics.wrapper()
         await asyncio.to_thread(self.metadata.save_topics, wrapper)
+
+    # -- metadata --------------------------------------------------------------------------------------------
+
+    def _load_metadata(self) -> None:
+        """Blocking: read config/*.json (run in a thread at start)."""
+        stored = self.metadata.load_topics()
+        self.topics.load(stored.topics, stored.data_version)
+        self.offsets.load_json_dict(self.metadata.load_json("consumerOffset.json"))
+        self.groups.load_json_dict(self.metadata.load_json("subscriptionGroup.json"))
+        if self.config.is_master and self.store is not None:
+            self.schedule = ScheduleMessageService(self.store, len(self.config.store.delay_levels_ms),
+                                                   self.store.put_message)
+            self.schedule.load_json_dict(self.metadata.load_json("delayOffset.json"))
+
+    def _persist_metadata(self, force: bool = False) -> None:
+        """Blocking: write the changed config/*.json files (run in a thread every 5 s and at stop)."""
+        if force or self.offsets.dirty:
+            self.offsets.dirty = False
+            self.metadata.save_json("consumerOffset.json", self.offsets.to_json_dict())
+        if force or self.groups.dirty:
+            self.groups.dirty = False
+            self.metadata.save_json("subscriptionGroup.json", self.groups.to_json_dict())
+        if self.schedule is not None and (force or self.schedule.dirty):
+            self.schedule.dirty = False
+            self.metadata.save_json("delayOffset.json", self.schedule.to_json_dict())
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000)
+            try:
+                await asyncio.to_thread(self._persist_metadata)
+            except OSError:
+                log.exception("metadata_persist_failed")
 
     async def _sample_stats(self) -> None:
         while True:

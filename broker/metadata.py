@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from remoting import fastjson
 from remoting.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -36,8 +37,22 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 class BrokerMetadata:
+    """``config/`` of a broker's store: topics.json, consumerOffset.json, subscriptionGroup.json,
+    delayOffset.json — RocketMQ's file names and JSON shapes."""
+
     def __init__(self, config_dir: str) -> None:
-        self.topics_path = Path(config_dir) / "topics.json"
+        self.config_dir = Path(config_dir)
+        self.topics_path = self.config_dir / "topics.json"
+
+    def load_json(self, name: str) -> Any:
+        """The parsed content of ``config/<name>``, or None when it does not exist."""
+        path = self.config_dir / name
+        if not path.exists():
+            return None
+        return fastjson.loads(path.read_bytes())
+
+    def save_json(self, name: str, data: Any) -> None:
+        write_atomically(self.config_dir / name, fastjson.dumps(data))
 
     def load_topics(self) -> StoredTopics:
         if not self.topics_path.exists():

@@ -313,3 +313,69 @@ class UnregisterClientRequestHeader(CommandHeader):
     client_id: str = wire("clientID")
     producer_group: str | None = None
     consumer_group: str | None = None
+
+
+# -- consume -------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PullMessageRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    sub_version: int
+    subscription: str | None = None
+    expression_type: str | None = None
+    max_msg_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PullMessageResponseHeader(CommandHeader):
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueryConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UpdateConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsumerGroupRequestHeader(CommandHeader):
+    """GET_CONSUMER_LIST_BY_GROUP (38), NOTIFY_CONSUMER_IDS_CHANGED (40), GET_CONSUMER_CONNECTION_LIST (203)."""
+
+    consumer_group: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GetConsumeStatsRequestHeader(CommandHeader):
+    consumer_group: str
+    topic: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsumerSendMsgBackRequestHeader(CommandHeader):
+    offset: int
+    group: str
+    delay_level: int
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None

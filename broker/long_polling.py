@@ -1,0 +1,81 @@
+"""``PullRequestHoldService``: long polling, woken by message arrival rather than a periodic rescan.
+
+A pull that finds nothing and carries the SUSPEND flag is parked here with its deadline. The store's
+arrival listener (called on the event loop right after a message is dispatched to its consume queue)
+wakes every parked pull of that queue whose offset is now below the queue's max offset and whose tag
+filter accepts the new message; a parked pull that nobody wakes is released at its deadline and
+re-run once. Parked pulls are bounded; a pull beyond the bound is answered at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+MessageFilter = Callable[[int], bool]
+
+
+@dataclass(slots=True)
+class HeldPull:
+    offset: int
+    message_filter: MessageFilter | None
+    future: asyncio.Future[bool]
+    timer: asyncio.TimerHandle | None = None
+
+
+class PullRequestHoldService:
+    def __init__(self, max_held: int = 100_000) -> None:
+        self.max_held = max_held
+        self._held: dict[tuple[str, int], list[HeldPull]] = {}
+        self._count = 0
+
+    @property
+    def held(self) -> int:
+        return self._count
+
+    def has_room(self) -> bool:
+        return self._count < self.max_held
+
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout: float,
+                   message_filter: MessageFilter | None) -> bool:
+        """Park until a matching message arrives past ``offset`` (True) or ``timeout`` passes (False)."""
+        loop = asyncio.get_running_loop()
+        held = HeldPull(offset, message_filter, loop.create_future())
+        held.timer = loop.call_later(timeout, self._expire, held)
+        key = (topic, queue_id)
+        self._held.setdefault(key, []).append(held)
+        self._count += 1
+        try:
+            return await held.future
+        finally:
+            held.timer.cancel()
+            self._remove(key, held)
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int) -> None:
+        """Store arrival listener: wake the parked pulls this message satisfies."""
+        waiting = self._held.get((topic, queue_id))
+        if not waiting:
+            return
+        for held in waiting:
+            if held.future.done() or held.offset >= max_offset:
+                continue
+            if held.message_filter is not None and not held.message_filter(tags_code):
+                continue
+            held.future.set_result(True)
+
+    def _expire(self, held: HeldPull) -> None:
+        if not held.future.done():
+            held.future.set_result(False)
+
+    def _remove(self, key: tuple[str, int], held: HeldPull) -> None:
+        waiting = self._held.get(key)
+        if waiting is None:
+            return
+        try:
+            waiting.remove(held)
+        except ValueError:
+            return
+        self._count -= 1
+        if not waiting:
+            del self._held[key]

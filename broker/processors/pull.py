@@ -1,0 +1,164 @@
+"""``PullMessageProcessor``: PULL_MESSAGE (11) with broker-side tag filtering and long polling.
+
+Status mapping is reference §2.5. A pull that finds nothing and carries the SUSPEND flag is parked in
+:class:`~broker.long_polling.PullRequestHoldService` until a matching message arrives or its
+``suspendTimeoutMillis`` passes, then re-run once without suspending. Parking is a coroutine of its own,
+so other requests on the same connection (heartbeats) are answered meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from broker.client_manager import ClientManager, SubscriptionData
+from broker.long_polling import MessageFilter, PullRequestHoldService
+from broker.offsets import ConsumerOffsetManager
+from broker.subscription_groups import SubscriptionGroupManager
+from broker.topic_manager import TopicConfigManager
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.connection import Connection, Handler
+from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from remoting.route import PERM_READ
+from store.message_store import MessageStore
+from store.record import java_string_hash
+from store.results import GetMessageResult, GetMessageStatus
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+#: Longest a pull may be parked whatever the client asks (clients send 15-30 s).
+MAX_SUSPEND_SECONDS = 60.0
+
+
+def parse_subscription(topic: str, expression: str | None, sub_version: int) -> SubscriptionData:
+    """A TAG subscription expression (``*`` or ``a || b``) with its tag hash codes."""
+    text = (expression or "*").strip()
+    if text in ("", "*"):
+        return SubscriptionData(topic, "*", sub_version=sub_version)
+    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
+    return SubscriptionData(topic, text, tags, frozenset(java_string_hash(t) for t in tags), sub_version)
+
+
+def tag_filter(subscription: SubscriptionData) -> MessageFilter | None:
+    if subscription.matches_all:
+        return None
+    codes = subscription.code_set
+    return codes.__contains__
+
+
+class PullMessageProcessor:
+    def __init__(
+        self,
+        *,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        clients: ClientManager,
+        offsets: ConsumerOffsetManager,
+        groups: SubscriptionGroupManager,
+        hold: PullRequestHoldService,
+        is_master: bool,
+        broker_permission: Callable[[], int],
+        slave_read_enable: bool,
+        on_get: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.clients = clients
+        self.offsets = offsets
+        self.groups = groups
+        self.hold = hold
+        self.is_master = is_master
+        self.broker_permission = broker_permission
+        self.slave_read_enable = slave_read_enable
+        self.on_get = on_get
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.PULL_MESSAGE: self.pull}
+
+    def pull(self, req: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        h = PullMessageRequestHeader.from_command(req)
+        checked = self._check(req, h)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        message_filter = tag_filter(checked)
+        if h.sys_flag & FLAG_COMMIT_OFFSET and self.is_master and h.commit_offset >= 0:
+            self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        result = self._read(h, message_filter)
+        suspend = h.sys_flag & FLAG_SUSPEND and h.suspend_timeout_millis > 0
+        if result.status is GetMessageStatus.OFFSET_OVERFLOW_ONE and suspend and self.hold.has_room():
+            return self._suspend(req, h, message_filter)
+        return self._respond(req, h, result)
+
+    async def _suspend(self, req: RemotingCommand, h: PullMessageRequestHeader,
+                       message_filter: MessageFilter | None) -> RemotingCommand:
+        timeout = min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_SECONDS)
+        await self.hold.wait(h.topic, h.queue_id, h.queue_offset, timeout, message_filter)
+        return self._respond(req, h, self._read(h, message_filter))
+
+    def _read(self, h: PullMessageRequestHeader, message_filter: MessageFilter | None) -> GetMessageResult:
+        return self.store.get_messages(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+                                       h.max_msg_bytes, message_filter)
+
+    def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> RemotingCommand | SubscriptionData:
+        if not self.broker_permission() & PERM_READ:
+            return req.response(ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden")
+        group = self.groups.find_or_create(h.consumer_group)
+        if group is None:
+            return req.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group [{h.consumer_group}] does not exist")
+        if not group.consume_enable:
+            return req.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+        topic = self.topics.get(h.topic)
+        if topic is None:
+            return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+        if not topic.perm & PERM_READ:
+            return req.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+        if not 0 <= h.queue_id < topic.read_queue_nums:
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] has {topic.read_queue_nums}")
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            return parse_subscription(h.topic, h.subscription, h.sub_version)
+        info = self.clients.consumers.get(h.consumer_group)
+        if info is None:
+            return req.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                f"the consumer's group info not exist, group: {h.consumer_group}")
+        sub = info.subscriptions.get(h.topic)
+        if sub is None:
+            return req.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                f"the consumer's subscription not exist, topic: {h.topic}")
+        if sub.sub_version < h.sub_version:
+            return req.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        return sub
+
+    def _respond(self, req: RemotingCommand, h: PullMessageRequestHeader, result: GetMessageResult) -> RemotingCommand:
+        code, next_offset = self._map_status(h, result)
+        suggest = 0
+        if self.slave_read_enable and result.suggest_pulling_from_slave:
+            suggest = 1
+        fields = PullMessageResponseHeader(suggest, next_offset, result.min_offset, result.max_offset).to_fields()
+        body = None
+        if code == ResponseCode.SUCCESS:
+            body = b"".join(result.message_buffers)
+            if self.on_get is not None:
+                self.on_get(result.message_count, len(body))
+        result.release()
+        return req.response(code, None if code == ResponseCode.SUCCESS else result.status.value, fields, body)
+
+    def _map_status(self, h: PullMessageRequestHeader, result: GetMessageResult) -> tuple[int, int]:
+        status = result.status
+        next_offset = result.next_begin_offset
+        if status is GetMessageStatus.FOUND:
+            return ResponseCode.SUCCESS, next_offset
+        if status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING):
+            return ResponseCode.PULL_RETRY_IMMEDIATELY, next_offset
+        if status in (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_FOUND_NULL):
+            return ResponseCode.PULL_NOT_FOUND, next_offset
+        if status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE):
+            code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+        else:  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
+            code = ResponseCode.PULL_OFFSET_MOVED
+        if code == ResponseCode.PULL_OFFSET_MOVED and not self.is_master:
+            # A slave does not correct offsets (offsetCheckInSlave=false): let the client retry.
+            return ResponseCode.PULL_RETRY_IMMEDIATELY, h.queue_offset
+        return code, next_offset
