@@ -90,7 +90,7 @@ async def test_pull_with_tag_filter_and_offsets(broker: BrokerController, client
 )
 async def test_pull_status_mapping(broker: BrokerController, client: RemotingClient, topic: str, offset: int,
                                    kw: dict[str, object], code: int, next_offset: str | None) -> None:
-    for i in range(3):
+    for _ in range(3):
         await send(client, broker.addr, "S", b"x")
     resp = await client.invoke(broker.addr, pull_request(topic, offset, **kw))  # type: ignore[arg-type]
     assert resp.code == code, resp
