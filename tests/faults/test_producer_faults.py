@@ -22,8 +22,8 @@ from tests.procs import Proc, start_broker, start_namesrv
 
 TOPIC = "FaultTopic"
 #: Failed calls count as 15 s latency and isolate for 6 s here (RocketMQ: 600 s), so a test can see it end.
-FAST_TABLES = {"latency_max": (50, 100, 550, 1000, 2000, 3000, 15000),
-               "not_available_duration": (0, 0, 1000, 2000, 3000, 4000, 6000)}
+LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
+NOT_AVAILABLE_DURATION = (0, 0, 1000, 2000, 3000, 4000, 6000)
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ async def _scenario(cluster: dict[str, Any]) -> None:
     for name in ("broker-a", "broker-b"):
         await create_topic(cluster[name].addr)
     producer = Producer("FaultPG", namesrv_addr=cluster["namesrv"], poll_name_server_interval=0.3,
-                        send_msg_timeout=3.0, **FAST_TABLES)
+                        send_msg_timeout=3.0, latency_max=LATENCY_MAX, not_available_duration=NOT_AVAILABLE_DURATION)
     attempts: list[tuple[float, str]] = []
     original = producer._invoke
 
