@@ -6,7 +6,10 @@ fsync of the directory), so a crash leaves either the old or the new file, never
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,15 +24,30 @@ class StoredTopics:
     data_version: DataVersion | None = None
 
 
+_write_lock = threading.Lock()
+
+
 def write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
+    """Temp file in the same directory, fsync, rename, fsync the directory. Writers are serialised so
+    two persists of one file (a topic change racing shutdown) cannot interleave."""
+    with _write_lock:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp_name, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+            raise
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
