@@ -1,0 +1,147 @@
+"""A PULL_MESSAGE response as the consumer sees it: :class:`PullStatus` and :class:`PullResult`
+(RocketMQ's ``PullAPIWrapper.processPullResult``), plus the request's sysFlag bits.
+
+Response code → status (reference §2.5): 0 SUCCESS → FOUND, 19 PULL_NOT_FOUND → NO_NEW_MSG,
+20 PULL_RETRY_IMMEDIATELY → NO_MATCHED_MSG, 21 PULL_OFFSET_MOVED → OFFSET_ILLEGAL; any other code is the
+broker's error (:func:`remoting.errors.error_for_response`). The response header always carries
+``nextBeginOffset``, ``minOffset``, ``maxOffset`` and ``suggestWhichBrokerId``.
+
+For FOUND the body is decoded (:func:`client.pull_decode.decode_messages`); the broker filtered by tag hash
+code only, so messages whose ``TAGS`` string is not subscribed are dropped here, and every remaining
+message gets the ``MIN_OFFSET``/``MAX_OFFSET`` properties and the queue's broker name, as in the Java
+client.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from client.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, MessageQueue
+from client.pull_decode import MessageExt, decode_messages
+from client.subscription import SubscriptionData
+from remoting.codes import ResponseCode
+from remoting.command import Body
+from remoting.errors import InvalidHeaderError, error_for_response
+
+__all__ = [
+    "PullResult",
+    "PullStatus",
+    "PullSysFlag",
+    "pull_result_from_response",
+    "pull_status_for_code",
+    "pull_sys_flag",
+]
+
+
+class PullStatus(enum.Enum):
+    FOUND = ResponseCode.SUCCESS
+    NO_NEW_MSG = ResponseCode.PULL_NOT_FOUND
+    NO_MATCHED_MSG = ResponseCode.PULL_RETRY_IMMEDIATELY
+    OFFSET_ILLEGAL = ResponseCode.PULL_OFFSET_MOVED
+
+
+_STATUS_BY_CODE: dict[int, PullStatus] = {int(status.value): status for status in PullStatus}
+
+
+class PullSysFlag(enum.IntFlag):
+    """Bits of a PULL_MESSAGE request's ``sysFlag`` (reference §2.4)."""
+
+    COMMIT_OFFSET = 0x1
+    SUSPEND = 0x2
+    SUBSCRIPTION = 0x4
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10
+
+
+def pull_sys_flag(
+    *, commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool = False, lite_pull: bool = False
+) -> int:
+    """The request's sysFlag. A push consumer sends ``COMMIT_OFFSET | SUSPEND`` (and ``SUBSCRIPTION`` only
+    when it passes its expression instead of relying on the one its heartbeat registered)."""
+    flag = 0
+    if commit_offset:
+        flag |= PullSysFlag.COMMIT_OFFSET
+    if suspend:
+        flag |= PullSysFlag.SUSPEND
+    if subscription:
+        flag |= PullSysFlag.SUBSCRIPTION
+    if class_filter:
+        flag |= PullSysFlag.CLASS_FILTER
+    if lite_pull:
+        flag |= PullSysFlag.LITE_PULL
+    return int(flag)
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pull's outcome. ``messages`` is empty unless FOUND (and may be empty even then, when the
+    client-side tag filter dropped them all: pull again from ``next_begin_offset`` at once)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+    suggest_which_broker_id: int = 0
+
+
+def pull_status_for_code(code: int, remark: str | None = None, addr: str | None = None) -> PullStatus:
+    """The status for a pull response code; raises the broker's :class:`~remoting.errors.ResponseError`
+    for any code that is not one of the four pull outcomes."""
+    status = _STATUS_BY_CODE.get(code)
+    if status is None:
+        raise error_for_response(code, remark, addr)
+    return status
+
+
+def _required_int(ext_fields: Mapping[str, object], name: str) -> int:
+    raw = ext_fields.get(name)
+    if raw is None:
+        raise InvalidHeaderError(f"pull response lacks {name}")
+    try:
+        return int(str(raw))
+    except ValueError:
+        raise InvalidHeaderError(f"pull response has a non-integer {name}: {raw!r}") from None
+
+
+def pull_result_from_response(
+    code: int,
+    ext_fields: Mapping[str, object] | None,
+    body: Body | None,
+    *,
+    message_queue: MessageQueue,
+    subscription: SubscriptionData | None = None,
+    remark: str | None = None,
+    addr: str | None = None,
+    decompress: bool = True,
+    check_crc: bool = False,
+) -> PullResult:
+    """Turn a PULL_MESSAGE response into a :class:`PullResult`.
+
+    Raises the broker's error for a non-pull code, :class:`~remoting.errors.InvalidHeaderError` when an
+    offset field is missing, and :class:`~client.pull_decode.MessageDecodeError` for a bad body.
+    """
+    status = pull_status_for_code(code, remark, addr)
+    fields = ext_fields or {}
+    next_begin = _required_int(fields, "nextBeginOffset")
+    min_offset = _required_int(fields, "minOffset")
+    max_offset = _required_int(fields, "maxOffset")
+    suggest = _required_int(fields, "suggestWhichBrokerId")
+    messages: list[MessageExt] = []
+    if status is PullStatus.FOUND and body:
+        messages = decode_messages(body, decompress=decompress, check_crc=check_crc)
+        if subscription is not None and not subscription.is_all:
+            matches = subscription.matches
+            messages = [message for message in messages if matches(message.tags)]
+        _stamp(messages, min_offset, max_offset, message_queue.broker_name)
+    return PullResult(status, next_begin, min_offset, max_offset, messages, suggest)
+
+
+def _stamp(messages: list[MessageExt], min_offset: int, max_offset: int, broker_name: str) -> None:
+    """MIN_OFFSET / MAX_OFFSET properties and the broker name on every message (Java does the same)."""
+    suffix = f"\x02{PROPERTY_MIN_OFFSET}\x01{min_offset}\x02{PROPERTY_MAX_OFFSET}\x01{max_offset}"
+    for message in messages:
+        message._append_properties_text(suffix)
+        message.broker_name = broker_name
