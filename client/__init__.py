@@ -30,7 +30,7 @@ from client.errors import (
     SendFailedError,
 )
 from client.message import Message, MessageBatch, MessageQueue, SendResult, SendStatus
-from client.producer import MessageQueueSelector, Producer, SendCallback
+from client.producer import MessageQueueSelector, Producer, SendAttemptHook, SendCallback
 from remoting.errors import RemotingError, ResponseError
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "ProducerStateError",
     "RemotingError",
     "ResponseError",
+    "SendAttemptHook",
     "SendCallback",
     "SendFailedError",
     "SendResult",
