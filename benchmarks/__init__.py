@@ -1,0 +1,1 @@
+"""PocketMQ benchmarks (``rmq-bench``); never run by the tests."""

@@ -1,0 +1,1 @@
+"""Tests of the message store (``store`` package)."""

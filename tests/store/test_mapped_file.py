@@ -1,0 +1,168 @@
+"""MappedFile, MappedFileQueue and the background allocator, on real files."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from store.errors import StoreError
+from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue, file_name_for, run_flush_plan
+
+SIZE = 8192
+
+
+def test_file_names_are_20_digit_offsets() -> None:
+    assert file_name_for(0) == "00000000000000000000"
+    assert file_name_for(1073741824) == "00000000001073741824"
+
+
+def test_create_select_flush_close(tmp_path: Path) -> None:
+    path = str(tmp_path / file_name_for(SIZE))
+    mapped = MappedFile.create(path, SIZE)
+    assert os.path.getsize(path) == SIZE
+    assert not os.path.exists(path + ".tmp")
+    assert mapped.file_from_offset == SIZE and mapped.file_end_offset == 2 * SIZE
+    mapped.view[0:5] = b"hello"
+    assert mapped.select(0, 5) is None  # not written yet as far as readers know
+    mapped.wrote_position = 5
+    view = mapped.select(0, 5)
+    assert view is not None and bytes(view) == b"hello"
+    assert mapped.select(3, 5) is None
+    assert mapped.flush(5) == 5
+    assert not mapped.close()  # a reader still holds a view
+    view.release()
+    assert mapped.close()
+    with open(path, "rb") as f:
+        assert f.read(5) == b"hello"
+
+
+def test_open_existing_extends_short_and_rejects_long(tmp_path: Path) -> None:
+    short = tmp_path / file_name_for(0)
+    short.write_bytes(b"abc")
+    mapped = MappedFile.open_existing(str(short), SIZE)
+    assert os.path.getsize(short) == SIZE
+    assert bytes(mapped.view[:4]) == b"abc\x00"
+    mapped.close()
+    long = tmp_path / file_name_for(SIZE)
+    long.write_bytes(bytes(SIZE + 1))
+    with pytest.raises(StoreError):
+        MappedFile.open_existing(str(long), SIZE)
+
+
+def test_zero_from_clears_only_the_tail(tmp_path: Path) -> None:
+    mapped = MappedFile.create(str(tmp_path / file_name_for(0)), 3 * (1 << 20))
+    mapped.view[:] = b"\x07" * len(mapped.view)
+    mapped.zero_from(1000)
+    assert bytes(mapped.view[:1000]) == b"\x07" * 1000
+    assert not any(mapped.view[1000:])
+    mapped.close()
+
+
+def test_warm_reads_without_changing(tmp_path: Path) -> None:
+    mapped = MappedFile.create(str(tmp_path / file_name_for(0)), SIZE)
+    mapped.view[10:12] = b"ok"
+    mapped.warm()
+    assert bytes(mapped.view[10:12]) == b"ok"
+    mapped.close()
+
+
+def test_queue_roll_find_truncate_and_load(tmp_path: Path) -> None:
+    queue = MappedFileQueue(str(tmp_path / "q"), SIZE)
+    first = queue.roll(0)
+    first.wrote_position = SIZE
+    second = queue.roll()
+    second.wrote_position = 100
+    assert [m.file_from_offset for m in queue.files] == [0, SIZE]
+    assert (queue.min_offset, queue.max_offset) == (0, SIZE + 100)
+    assert queue.find(0) is first and queue.find(SIZE - 1) is first and queue.find(SIZE + 5) is second
+    assert queue.find(3 * SIZE) is None and queue.find(-1) is None
+    third = queue.roll()
+    removed = queue.truncate(SIZE + 50)
+    assert removed == [third]
+    assert second.wrote_position == 50 and queue.max_offset == SIZE + 50
+    third.destroy()
+    for m in queue.files:
+        m.close()
+    (tmp_path / "q" / "garbage.tmp").write_bytes(b"x")
+    again = MappedFileQueue(str(tmp_path / "q"), SIZE)
+    again.load()
+    assert [m.file_from_offset for m in again.files] == [0, SIZE]
+    assert not (tmp_path / "q" / "garbage.tmp").exists()
+    head = again.remove_head(5)  # never the last file
+    assert [m.file_from_offset for m in head] == [0]
+    for m in head + again.files:
+        m.close()
+
+
+def test_queue_rejects_misaligned_file(tmp_path: Path) -> None:
+    (tmp_path / file_name_for(100)).write_bytes(bytes(SIZE))
+    with pytest.raises(StoreError):
+        MappedFileQueue(str(tmp_path), SIZE).load()
+
+
+def test_queue_empty_roll_starts_at_aligned_offset(tmp_path: Path) -> None:
+    queue = MappedFileQueue(str(tmp_path), SIZE)
+    mapped = queue.roll(3 * SIZE + 77)
+    assert mapped.file_from_offset == 3 * SIZE
+    assert queue.flushed_where == 3 * SIZE
+    mapped.close()
+
+
+def test_flush_plan_and_apply(tmp_path: Path) -> None:
+    queue = MappedFileQueue(str(tmp_path), SIZE)
+    a = queue.roll(0)
+    a.wrote_position = SIZE
+    b = queue.roll()
+    b.wrote_position = 10
+    plan, target = queue.flush_plan()
+    assert [(m.file_from_offset, pos) for m, pos in plan] == [(0, SIZE), (SIZE, 10)]
+    assert target == SIZE + 10 and queue.dirty_bytes() == SIZE + 10
+    run_flush_plan(plan)
+    queue.apply_flushed(plan, target)
+    assert queue.flushed_where == SIZE + 10 and queue.dirty_bytes() == 0
+    assert queue.flush_plan()[0] == []
+    a.close()
+    b.close()
+
+
+def test_allocator_creates_ahead_in_its_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    allocator = MappedFileAllocator(executor)
+    threads: list[str] = []
+    original = MappedFile.create
+
+    def spy(path: str, size: int) -> MappedFile:
+        threads.append(threading.current_thread().name)
+        return original(path, size)
+
+    monkeypatch.setattr(MappedFile, "create", spy)
+    try:
+        queue = MappedFileQueue(str(tmp_path), SIZE, allocator, warm=True)
+        first = queue.roll(0)  # nobody asked ahead: made here (and the next one requested)
+        assert threads[0] == threading.current_thread().name
+        future = allocator.request(os.path.join(str(tmp_path), file_name_for(SIZE)), SIZE, warm=True)
+        assert future is not None
+        future.result(timeout=10)
+        assert threads[-1] != threading.current_thread().name
+        first.wrote_position = SIZE
+        second = queue.roll()
+        assert second is future.result()
+    finally:
+        allocator.close()
+        executor.shutdown(wait=True)
+    for m in queue.files:
+        m.close()
+    assert sorted(os.listdir(tmp_path)) == [file_name_for(0), file_name_for(SIZE), file_name_for(2 * SIZE)]
+
+
+def test_allocator_reuses_an_existing_zero_file(tmp_path: Path) -> None:
+    path = tmp_path / file_name_for(0)
+    path.write_bytes(bytes(SIZE))
+    inode = os.stat(path).st_ino
+    mapped = MappedFileAllocator(None).take(str(path), SIZE)
+    assert os.stat(path).st_ino == inode
+    mapped.close()

@@ -1,0 +1,328 @@
+"""The commit-log record format (reference §4.1, §4.5, §4.6): byte-exact fixtures built field by field,
+round trips, and damaged records rejected."""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from store.errors import RecordFormatError
+from store.record import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    BatchEntry,
+    Blank,
+    DispatchRequest,
+    MessageRecord,
+    MessageSysFlag,
+    check_record,
+    decode_batch_body,
+    decode_host,
+    decode_message_id,
+    decode_record,
+    decode_records,
+    encode_batch_body,
+    encode_blank_into,
+    encode_host,
+    encode_properties,
+    encode_record,
+    format_host,
+    get_property,
+    java_string_hash,
+    join_properties,
+    message_id,
+    parse_host_port,
+    parse_properties,
+    record_size,
+    store_timestamp_offset,
+    tags_code_of,
+    tags_code_of_bytes,
+)
+
+BODY = b"Hello RocketMQ"
+TOPIC = b"TopicTest"
+PROPS = b"TAGS\x01TagA\x02KEYS\x01order-1"
+
+
+def i32(v: int) -> bytes:
+    return struct.pack(">i", v)
+
+
+def i64(v: int) -> bytes:
+    return struct.pack(">q", v)
+
+
+def build_record(born_ip: bytes, store_ip: bytes, sys_flag: int, body: bytes = BODY,
+                 phys: int = 1000) -> bytes:
+    """A record written out field by field in the order of the §4.1 table."""
+    fields = [
+        b"",                                            # 1 TOTALSIZE, filled in below
+        struct.pack(">I", 0xDAA320A7),                  # 2 MAGICCODE
+        i32(zlib.crc32(body) & 0x7FFFFFFF),             # 3 BODYCRC
+        i32(3),                                         # 4 QUEUEID
+        i32(7),                                         # 5 FLAG
+        i64(42),                                        # 6 QUEUEOFFSET
+        i64(phys),                                      # 7 PHYSICALOFFSET
+        i32(sys_flag),                                  # 8 SYSFLAG
+        i64(1_700_000_000_123),                         # 9 BORNTIMESTAMP
+        born_ip + i32(54321),                           # 10 BORNHOST (port as int32)
+        i64(1_700_000_000_456),                         # 11 STORETIMESTAMP
+        store_ip + i32(10911),                          # 12 STOREHOSTADDRESS
+        i32(2),                                         # 13 RECONSUMETIMES
+        i64(0),                                         # 14 PREPARED TRANSACTION OFFSET
+        i32(len(body)) + body,                          # 15 BODY
+        bytes([len(TOPIC)]) + TOPIC,                    # 16 TOPIC (length byte)
+        struct.pack(">h", len(PROPS)) + PROPS,          # 17 PROPERTIES (length short)
+    ]
+    rest = b"".join(fields[1:])
+    return i32(4 + len(rest)) + rest
+
+
+V4_BORN = bytes([192, 168, 0, 10])
+V4_STORE = bytes([10, 0, 0, 1])
+V6_BORN = ipaddress.IPv6Address("2001:db8::10").packed
+V6_STORE = ipaddress.IPv6Address("fe80::1").packed
+
+
+def encode_like(born: bytes, store: bytes, sys_flag: int) -> bytes:
+    return encode_record(
+        topic=TOPIC.decode(), body=BODY, properties=PROPS.decode(), queue_id=3, flag=7, queue_offset=42,
+        physical_offset=1000, sys_flag=sys_flag, born_timestamp=1_700_000_000_123, born_host=born + i32(54321),
+        store_timestamp=1_700_000_000_456, store_host=store + i32(10911), reconsume_times=2,
+    )
+
+
+@pytest.mark.parametrize(("born", "store", "flags", "size"), [
+    (V4_BORN, V4_STORE, 0, 91),
+    (V6_BORN, V4_STORE, MessageSysFlag.BORNHOST_V6, 103),
+    (V4_BORN, V6_STORE, MessageSysFlag.STOREHOST_V6, 103),
+    (V6_BORN, V6_STORE, MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6, 115),
+])
+def test_byte_exact_record_and_decode(born: bytes, store: bytes, flags: int, size: int) -> None:
+    fixture = build_record(born, store, flags)
+    assert len(fixture) == size + len(BODY) + len(TOPIC) + len(PROPS)
+    assert encode_like(born, store, 0) == fixture  # host bits come from the host lengths
+    assert record_size(flags, len(BODY), len(TOPIC), len(PROPS)) == len(fixture)
+    record = decode_record(fixture, expected_offset=1000)
+    assert isinstance(record, MessageRecord)
+    assert record.total_size == len(fixture)
+    assert record.magic_code == MESSAGE_MAGIC_CODE
+    assert record.body_crc == zlib.crc32(BODY) & 0x7FFFFFFF
+    assert (record.queue_id, record.flag, record.queue_offset, record.physical_offset) == (3, 7, 42, 1000)
+    assert record.sys_flag == flags
+    assert (record.born_timestamp, record.store_timestamp) == (1_700_000_000_123, 1_700_000_000_456)
+    assert record.born_host == born + i32(54321)
+    assert record.store_host == store + i32(10911)
+    assert (record.reconsume_times, record.prepared_transaction_offset) == (2, 0)
+    assert (record.body, record.topic, record.properties) == (BODY, "TopicTest", PROPS.decode())
+    assert record.tags == "TagA"
+    assert record.keys == ["order-1"]
+    assert record.properties_map == {"TAGS": "TagA", "KEYS": "order-1"}
+    stamp_at = store_timestamp_offset(flags)
+    assert struct.unpack_from(">q", fixture, stamp_at)[0] == 1_700_000_000_456
+
+
+def test_host_formatting() -> None:
+    record = decode_record(build_record(V6_BORN, V4_STORE, MessageSysFlag.BORNHOST_V6))
+    assert isinstance(record, MessageRecord)
+    assert record.born_host_address == "[2001:db8::10]:54321"
+    assert record.store_host_address == "10.0.0.1:10911"
+    assert parse_host_port("[::1]:80") == encode_host("::1", 80)
+    assert decode_host(encode_host("1.2.3.4", 5)) == ("1.2.3.4", 5)
+    assert format_host(encode_host("1.2.3.4", 5)) == "1.2.3.4:5"
+    with pytest.raises(ValueError):
+        parse_host_port("nohost")
+    with pytest.raises(ValueError):
+        encode_host("1.2.3.4", 70000)
+
+
+def test_blank_marker() -> None:
+    buf = bytearray(64)
+    encode_blank_into(buf, 16, 48)
+    assert bytes(buf[16:24]) == struct.pack(">iI", 48, 0xCBD43194)
+    assert struct.unpack_from(">i", buf, 20)[0] == BLANK_MAGIC_CODE
+    assert decode_record(buf, 16) == Blank(48)
+    with pytest.raises(RecordFormatError, match="truncated"):
+        decode_record(buf, 16, limit=40)  # claims more than is left
+    encode_blank_into(buf, 16, 4)
+    with pytest.raises(RecordFormatError, match="blank"):
+        decode_record(buf, 16)
+
+
+def test_zeros_are_end_of_data() -> None:
+    with pytest.raises(RecordFormatError) as info:
+        decode_record(bytes(200))
+    assert info.value.is_end_of_data
+    [record] = decode_records(build_record(V4_BORN, V4_STORE, 0) + bytes(100))
+    assert record.topic == "TopicTest"
+
+
+def corrupt(data: bytes, offset: int, value: bytes) -> bytes:
+    return data[:offset] + value + data[offset + len(value):]
+
+
+def test_bad_magic_rejected() -> None:
+    good = build_record(V4_BORN, V4_STORE, 0)
+    with pytest.raises(RecordFormatError, match="bad magic code"):
+        decode_record(corrupt(good, 4, b"\xda\xa3\x20\xab"))  # the 5.x v2 magic is not ours either
+
+
+def test_bad_crc_rejected() -> None:
+    good = build_record(V4_BORN, V4_STORE, 0)
+    body_at = good.index(BODY)
+    bad = corrupt(good, body_at, b"J")
+    with pytest.raises(RecordFormatError, match="CRC"):
+        decode_record(bad)
+    assert isinstance(decode_record(bad, check_crc=False), MessageRecord)
+    with pytest.raises(RecordFormatError, match="CRC"):
+        decode_record(corrupt(good, 8, i32(12345)))
+
+
+def test_truncated_rejected_at_every_length() -> None:
+    good = build_record(V6_BORN, V6_STORE, MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
+    for cut in range(1, len(good)):
+        with pytest.raises(RecordFormatError):
+            decode_record(good[:cut])
+
+
+@pytest.mark.parametrize(("offset", "value", "reason"), [
+    (0, i32(50), "bad total size"),
+    (0, i32(1_000_000), "truncated record"),
+    (84, i32(-1), "bad body length"),
+    (84, i32(10_000), "bad body length"),
+    (88 + len(BODY), b"\xff", "bad topic length"),
+    (89 + len(BODY) + len(TOPIC), struct.pack(">h", -2), "size mismatch"),
+    (89 + len(BODY) + len(TOPIC), struct.pack(">h", 3), "size mismatch"),
+    (28, i64(999), "physical offset mismatch"),
+])
+def test_inconsistent_sizes_rejected(offset: int, value: bytes, reason: str) -> None:
+    bad = corrupt(build_record(V4_BORN, V4_STORE, 0), offset, value)
+    with pytest.raises(RecordFormatError) as info:
+        decode_record(bad + bytes(16), limit=len(bad), expected_offset=1000)
+    assert info.value.reason == reason
+
+
+def test_check_record_gives_dispatch_request() -> None:
+    data = bytes(1000) + build_record(V4_BORN, V4_STORE, 0)
+    request = check_record(data, 1000, len(data), base_offset=0)
+    assert request == DispatchRequest("TopicTest", 3, 1000, len(data) - 1000, java_string_hash("TagA"),
+                                      1_700_000_000_456, 42, 0, 0)
+    with pytest.raises(RecordFormatError, match="physical offset"):
+        check_record(data, 1000, len(data), base_offset=8)
+
+
+def test_check_record_schedule_topic_delay_level() -> None:
+    raw = encode_record(topic="SCHEDULE_TOPIC_XXXX", body=b"x", properties="DELAY\x013\x02REAL_TOPIC\x01T",
+                        queue_id=2)
+    request = check_record(raw, 0, len(raw), base_offset=0)
+    assert isinstance(request, DispatchRequest)
+    assert request.delay_level == 3
+
+
+def test_properties_both_forms() -> None:
+    assert parse_properties("a\x011\x02b\x012") == {"a": "1", "b": "2"}
+    assert parse_properties("a\x011\x02b\x012\x02") == {"a": "1", "b": "2"}  # pre-4.9.3 trailing separator
+    assert parse_properties("") == {}
+    assert parse_properties("junk\x02a\x01") == {"a": ""}
+    assert encode_properties({"a": "1", "b": "2"}) == "a\x011\x02b\x012"
+    assert get_property("XTAGS\x01no\x02TAGS\x01yes", "TAGS") == "yes"
+    assert get_property("TAGS\x01yes\x02", "TAGS") == "yes"
+    assert get_property("KEYS\x01k", "TAGS") is None
+    assert join_properties("a\x011", "b\x012") == "a\x011\x02b\x012"
+    assert join_properties("a\x011\x02", "b\x012") == "a\x011\x02b\x012"
+    assert join_properties("", "b\x012") == "b\x012"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", 0), ("a", 97), ("abc", 96354), ("TagA", 2598919), ("hello", 99162322),
+    ("Hello World", -862545276), ("\U0001F600", 1772899), ("日本", 26085 * 31 + 26412),
+])
+def test_java_string_hash(text: str, expected: int) -> None:
+    assert java_string_hash(text) == expected
+
+
+def test_tags_code() -> None:
+    code = java_string_hash("TagA")
+    for props in ("TAGS\x01TagA", "KEYS\x01k\x02TAGS\x01TagA\x02", "XTAGS\x01B\x02TAGS\x01TagA"):
+        assert tags_code_of(props) == code
+        assert tags_code_of_bytes(props.encode()) == code
+    assert tags_code_of("KEYS\x01TAGS") == 0
+    assert tags_code_of_bytes(b"") == 0
+
+
+def test_message_id_reference_example() -> None:
+    host = encode_host("192.168.58.128", 10911)
+    assert message_id(host, 0xBBEA) == "C0A83A8000002A9F000000000000BBEA"
+    assert decode_message_id("C0A83A8000002A9F000000000000BBEA") == ("192.168.58.128", 10911, 0xBBEA)
+    v6 = message_id(encode_host("::1", 10911), 5)
+    assert len(v6) == 56
+    assert decode_message_id(v6) == ("::1", 10911, 5)
+    with pytest.raises(ValueError):
+        decode_message_id("ABC")
+
+
+def test_batch_body_round_trip_and_layout() -> None:
+    entries = [BatchEntry(1, b"one", "TAGS\x01a"), BatchEntry(0, b"", ""), BatchEntry(5, b"x" * 300, "K\x01v\x02")]
+    body = encode_batch_body(entries)
+    first = struct.pack(">iiiii", 22 + 3 + 6, 0, 0, 1, 3) + b"one" + struct.pack(">h", 6) + b"TAGS\x01a"
+    assert body.startswith(first)
+    assert decode_batch_body(body) == entries
+
+
+@pytest.mark.parametrize("damage", ["truncate", "size", "props"])
+def test_bad_batch_body_rejected(damage: str) -> None:
+    body = encode_batch_body([BatchEntry(0, b"one", "a\x01b"), BatchEntry(0, b"two", "")])
+    if damage == "truncate":
+        body = body[:-3]
+    elif damage == "size":
+        body = corrupt(body, 0, i32(5))
+    else:
+        body = corrupt(body, 20 + 3, struct.pack(">h", 40))
+    with pytest.raises(RecordFormatError):
+        decode_batch_body(body)
+
+
+hosts = st.one_of(
+    st.ip_addresses(v=4).map(lambda a: a.packed), st.ip_addresses(v=6).map(lambda a: a.packed),
+).flatmap(lambda ip: st.integers(0, 65535).map(lambda port: ip + struct.pack(">i", port)))
+prop_text = st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    body=st.binary(max_size=3000),
+    topic=st.text(st.characters(codec="utf-8"), min_size=1, max_size=40).filter(
+        lambda t: len(t.encode()) <= 127),
+    props=st.dictionaries(prop_text.filter(bool), prop_text, max_size=5),
+    queue_id=st.integers(0, 2**31 - 1),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    queue_offset=st.integers(0, 2**62),
+    physical_offset=st.integers(0, 2**62),
+    sys_flag=st.integers(0, 0xFF),
+    stamps=st.tuples(st.integers(0, 2**50), st.integers(0, 2**50)),
+    born_host=hosts,
+    store_host=hosts,
+    reconsume=st.integers(0, 1000),
+)
+def test_round_trip(body: bytes, topic: str, props: dict[str, str], queue_id: int, flag: int, queue_offset: int,
+                    physical_offset: int, sys_flag: int, stamps: tuple[int, int], born_host: bytes,
+                    store_host: bytes, reconsume: int) -> None:
+    properties = encode_properties(props)
+    raw = encode_record(topic=topic, body=body, properties=properties, queue_id=queue_id, flag=flag,
+                        queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=sys_flag,
+                        born_timestamp=stamps[0], born_host=born_host, store_timestamp=stamps[1],
+                        store_host=store_host, reconsume_times=reconsume)
+    record = decode_record(raw + b"\x00" * 7, limit=len(raw))
+    assert isinstance(record, MessageRecord)
+    assert (record.topic, record.body, record.properties) == (topic, body, properties)
+    assert (record.queue_id, record.flag, record.queue_offset, record.physical_offset) == (
+        queue_id, flag, queue_offset, physical_offset)
+    assert (record.born_host, record.store_host) == (born_host, store_host)
+    assert record.sys_flag & ~0x30 == sys_flag & ~0x30
+    assert (record.born_timestamp, record.store_timestamp, record.reconsume_times) == (*stamps, reconsume)
+    assert record.properties_map == props

@@ -1,0 +1,148 @@
+"""Retention: expired files go at the deleteWhen hour or when the disk fills; never the file being written;
+readers of a deleted range get a status, not an exception."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+import store.retention
+from store import GetMessageStatus, MessageStore, PutMessageStatus
+from tests.helpers import eventually
+from tests.store.support import CL_FILE, check_consistency, exists, msg, small_config
+
+
+def this_hour() -> str:
+    hour = time.localtime().tm_hour
+    return f"{hour:02d};{(hour + 1) % 24:02d}"  # survives the test crossing an hour boundary
+
+
+def other_hours() -> str:
+    hour = time.localtime().tm_hour
+    return f"{(hour + 5) % 24:02d}"
+
+
+async def filled(s: MessageStore, files: int) -> None:
+    """Write until ``files`` commit-log files are full and wait until they are flushed."""
+    i = 0
+    while len(s.commit_log.queue.files) <= files:
+        assert (await s.put_message(msg(queue_id=i % 2, body=bytes([i % 256]) * 1000))).is_ok
+        i += 1
+    last_start = s.commit_log.queue.files[-1].file_from_offset
+    await eventually(lambda: s.flushed_phy_offset >= last_start, timeout=10, message="flush")
+
+
+def age(s: MessageStore, count: int, hours: float) -> None:
+    """Make the first ``count`` commit-log files look ``hours`` old."""
+    stamp = time.time() - hours * 3600
+    for mapped in s.commit_log.queue.files[:count]:
+        os.utime(mapped.path, (stamp, stamp))
+
+
+@pytest.fixture
+async def timed_store(tmp_path: Path) -> AsyncIterator[MessageStore]:
+    s = MessageStore(small_config(tmp_path, delete_when=this_hour(), file_reserved_time_hours=1,
+                                  flush_commit_log_thorough_interval_ms=50))
+    await s.start()
+    yield s
+    await s.shutdown()
+
+
+async def test_expired_files_go_at_the_delete_hour(timed_store: MessageStore) -> None:
+    s = timed_store
+    await filled(s, 5)
+    age(s, 3, hours=2)
+    paths = [m.path for m in s.commit_log.queue.files[:4]]
+    assert s.retention is not None
+    assert await s.retention.run_once() == 3
+    assert s.min_phy_offset == 3 * CL_FILE
+    assert [exists(p) for p in paths] == [False, False, False, True]
+    for queue_id in (0, 1):
+        cq = s.find_consume_queue("T", queue_id)
+        assert cq is not None and cq.min_offset > 0
+        unit = cq.get_unit(cq.min_offset)
+        assert unit is not None and unit[0] >= s.min_phy_offset
+        old = s.get_messages("g", "T", queue_id, 0, 32)
+        assert (old.status, old.next_begin_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, cq.min_offset)
+        assert s.get_messages("g", "T", queue_id, cq.min_offset, 32).status is GetMessageStatus.FOUND
+    check_consistency(s)
+    assert await s.retention.run_once() == 0  # nothing else is old
+
+
+async def test_never_the_current_file_nor_unflushed_ones(timed_store: MessageStore) -> None:
+    s = timed_store
+    await filled(s, 2)
+    age(s, len(s.commit_log.queue.files), hours=100)
+    assert s.retention is not None
+    deleted = await s.retention.run_once()
+    assert deleted == len(s.commit_log.queue.files[:0]) + 2
+    assert len(s.commit_log.queue.files) == 1
+    assert (await s.put_message(msg())).is_ok
+
+
+async def test_reading_a_deleted_range_is_a_status(timed_store: MessageStore) -> None:
+    s = timed_store
+    await filled(s, 4)
+    held = s.get_messages("g", "T", 0, 0, 4)  # a pull response still being sent
+    assert held.status is GetMessageStatus.FOUND
+    first = s.commit_log.queue.files[0]
+    age(s, 3, hours=2)  # about 90 messages of queue 0: more than its first consume-queue file (64)
+    assert s.retention is not None
+    assert await s.retention.run_once() == 3
+    assert not exists(first.path) and not first.closed  # unlinked, still mapped for the reader
+    assert bytes(held.message_buffers[0][:4]) != b"\x00\x00\x00\x00"
+    cq = s.find_consume_queue("T", 0)
+    assert cq is not None
+    cq.min_logic_offset = 0  # the moment between the commit-log deletion and the queue's correction
+    removing = s.get_messages("g", "T", 0, 0, 4)
+    assert removing.status is GetMessageStatus.MESSAGE_WAS_REMOVING
+    assert removing.next_begin_offset == 64  # the end of the first consume-queue file
+    held.release()
+    await s.retention.run_once()
+    assert first.closed
+
+
+async def test_disk_pressure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = MessageStore(small_config(tmp_path, delete_when=other_hours(), file_reserved_time_hours=1,
+                                  flush_commit_log_thorough_interval_ms=50))
+    await s.start()
+    usage = {"ratio": 0.5}
+    monkeypatch.setattr(store.retention, "disk_usage_ratio", lambda _path: usage["ratio"])
+    try:
+        await filled(s, 6)
+        age(s, 1, hours=2)
+        assert s.retention is not None
+        assert await s.retention.run_once() == 0  # not the hour, disk fine
+        usage["ratio"] = 0.80  # above diskMaxUsedSpaceRatio: expired files go at any hour
+        assert await s.retention.run_once() == 1
+        usage["ratio"] = 0.86  # above the forced ratio: the oldest go even if not expired
+        assert await s.retention.run_once() >= 1
+        usage["ratio"] = 0.95  # above the warning level: puts are refused
+        await s.retention.run_once()
+        assert not s.writable
+        assert (await s.put_message(msg())).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        usage["ratio"] = 0.5
+        await s.retention.run_once()
+        assert s.writable and (await s.put_message(msg())).is_ok
+        check_consistency(s)
+    finally:
+        await s.shutdown()
+
+
+async def test_manual_request_ignores_the_hour(tmp_path: Path) -> None:
+    s = MessageStore(small_config(tmp_path, delete_when=other_hours(), file_reserved_time_hours=1,
+                                  flush_commit_log_thorough_interval_ms=50))
+    await s.start()
+    try:
+        await filled(s, 3)
+        age(s, 2, hours=2)
+        assert s.retention is not None
+        assert await s.retention.run_once() == 0
+        s.request_delete_expired_files()
+        assert await s.retention.run_once() == 2
+    finally:
+        await s.shutdown()
