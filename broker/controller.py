@@ -17,8 +17,14 @@ import structlog
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig, BrokerRole
 from broker.long_polling import PullRequestHoldService
-from broker.metadata import BrokerMetadata
-from broker.offsets import ConsumerOffsetManager
+from broker.metadata import (
+    ConsumerOffsetManager,
+    DelayOffsets,
+    SubscriptionGroupManager,
+    config_path,
+    load_topics,
+    save_topics,
+)
 from broker.processors.admin import AdminBrokerProcessor
 from broker.processors.client_manage import ClientManageProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
@@ -27,7 +33,6 @@ from broker.processors.send import SendMessageProcessor
 from broker.registration import BrokerIdentity, BrokerOuterAPI, RegisterResult, split_namesrv_addr
 from broker.schedule import ScheduleMessageService
 from broker.stats import BrokerStats
-from broker.subscription_groups import SubscriptionGroupManager
 from broker.topic_manager import TopicConfigManager
 from remoting.client import RemotingClient
 from remoting.connection import Connection, Handler
@@ -61,9 +66,12 @@ class BrokerController:
             auto_create_topic_enable=config.auto_create_topic_enable,
             schedule_queue_nums=len(config.store.delay_levels_ms), on_change=self._topics_changed,
         )
-        self.metadata = BrokerMetadata(config.store.config_dir)
-        self.offsets = ConsumerOffsetManager()
-        self.groups = SubscriptionGroupManager(auto_create=config.auto_create_subscription_group)
+        config_dir = config.store.config_dir
+        self.topics_path = config_path(config_dir, "topics.json")
+        self.offsets = ConsumerOffsetManager(config_path(config_dir, "consumerOffset.json"))
+        self.groups = SubscriptionGroupManager(config_path(config_dir, "subscriptionGroup.json"),
+                                               auto_create=config.auto_create_subscription_group)
+        self.delay_offsets = DelayOffsets(config_path(config_dir, "delayOffset.json"))
         self.hold = PullRequestHoldService()
         self.schedule: ScheduleMessageService | None = None
         self.store: MessageStore | None = None
@@ -202,32 +210,33 @@ class BrokerController:
     async def _persist_topics(self) -> None:
         self._persist_pending = False
         wrapper = self.topics.wrapper()
-        await asyncio.to_thread(self.metadata.save_topics, wrapper)
+        await asyncio.to_thread(save_topics, self.topics_path, wrapper)
 
     # -- metadata --------------------------------------------------------------------------------------------
 
     def _load_metadata(self) -> None:
         """Blocking: read config/*.json (run in a thread at start)."""
-        stored = self.metadata.load_topics()
+        stored = load_topics(self.topics_path)
         self.topics.load(stored.topics, stored.data_version)
-        self.offsets.load_json_dict(self.metadata.load_json("consumerOffset.json"))
-        self.groups.load_json_dict(self.metadata.load_json("subscriptionGroup.json"))
+        self.offsets.load()
+        self.groups.load()
+        self.groups.mark_persisted()
+        self.delay_offsets.load()
         if self.config.is_master and self.store is not None:
             self.schedule = ScheduleMessageService(self.store, len(self.config.store.delay_levels_ms),
-                                                   self.store.put_message)
-            self.schedule.load_json_dict(self.metadata.load_json("delayOffset.json"))
+                                                   self.store.put_message, offsets=self.delay_offsets)
 
     def _persist_metadata(self, force: bool = False) -> None:
         """Blocking: write the changed config/*.json files (run in a thread every 5 s and at stop)."""
         if force or self.offsets.dirty:
             self.offsets.dirty = False
-            self.metadata.save_json("consumerOffset.json", self.offsets.to_json_dict())
+            self.offsets.persist()
         if force or self.groups.dirty:
-            self.groups.dirty = False
-            self.metadata.save_json("subscriptionGroup.json", self.groups.to_json_dict())
-        if self.schedule is not None and (force or self.schedule.dirty):
-            self.schedule.dirty = False
-            self.metadata.save_json("delayOffset.json", self.schedule.to_json_dict())
+            self.groups.mark_persisted()
+            self.groups.persist()
+        if force or self.delay_offsets.dirty:
+            self.delay_offsets.dirty = False
+            self.delay_offsets.persist()
 
     async def _persist_loop(self) -> None:
         while True:

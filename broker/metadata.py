@@ -1,21 +1,31 @@
-"""The broker's ``config/topics.json`` (RocketMQ's TopicConfigSerializeWrapper JSON).
+"""The broker's ``config/`` files, kept by the store's metadata tables (one atomic writer, one format).
 
-Blocking file work: callers run these methods in a thread. Writes are atomic (temp file, fsync, rename,
-fsync of the directory), so a crash leaves either the old or the new file, never a torn one.
+* topics: :class:`~broker.topic_manager.TopicConfigManager` owns the live table (as the name-server
+  registration shape); :func:`save_topics`/:func:`load_topics` move it through the store's
+  :class:`~store.metadata.TopicConfigTable` (``topics.json``), whose JSON shape is the same;
+* consumer offsets, subscription groups and delay offsets: the store's tables, extended here with the
+  broker's needs (dirty tracking for the 5 s persist loop, bounds on what clients can create, merge by
+  maximum for slaves).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
-import threading
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from remoting import fastjson
 from remoting.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from store.metadata import (
+    ConsumerOffsetTable,
+    DelayOffsetTable,
+    SubscriptionGroupConfig,
+    SubscriptionGroupTable,
+    TopicConfigTable,
+)
+from store.metadata import TopicConfig as StoredTopicConfig
+
+#: Bounds on what clients can make the broker remember (every commit or pull may name a new key).
+MAX_OFFSET_KEYS = 1_000_000
+MAX_GROUPS = 100_000
 
 
 @dataclass(slots=True)
@@ -24,60 +34,85 @@ class StoredTopics:
     data_version: DataVersion | None = None
 
 
-_write_lock = threading.Lock()
+def load_topics(path: str) -> StoredTopics:
+    """Blocking: ``topics.json`` as registration-shaped configs."""
+    table = TopicConfigTable(path)
+    if not table.load():
+        return StoredTopics()
+    topics = [TopicConfig.from_json_dict(cfg.to_json()) for cfg in table.table.values()]
+    version = DataVersion(table.data_version.counter, table.data_version.timestamp)
+    return StoredTopics(topics, version)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, fsync, rename, fsync the directory. Writers are serialised so
-    two persists of one file (a topic change racing shutdown) cannot interleave."""
-    with _write_lock:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp_name, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_name)
-            raise
-        _fsync_dir(path.parent)
+def save_topics(path: str, wrapper: TopicConfigSerializeWrapper) -> None:
+    """Blocking: write ``topics.json`` atomically."""
+    table = TopicConfigTable(path)
+    table.table = {name: StoredTopicConfig.from_json(cfg.to_json_dict())
+                   for name, cfg in wrapper.topic_config_table.items()}
+    table.data_version.counter = wrapper.data_version.counter
+    table.data_version.timestamp = wrapper.data_version.timestamp
+    table.persist()
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+class ConsumerOffsetManager(ConsumerOffsetTable):
+    """Committed consumer offsets (``topic@group → {queue → offset}``) with change tracking."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.dirty = False
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        queues = self.offset_table.get(self.key(topic, group))
+        if queues is None and len(self.offset_table) >= MAX_OFFSET_KEYS:
+            raise OverflowError(f"more than {MAX_OFFSET_KEYS} topic@group offset keys")
+        if queues is None or queues.get(queue_id) != offset:
+            super().commit_offset(group, topic, queue_id, offset)
+            self.dirty = True
+
+    def merge_max(self, other: dict[str, dict[int, int]]) -> None:
+        """Take ``other``'s offsets where they are ahead (a slave that served consumers, apache/rocketmq#1094)."""
+        for key, queues in other.items():
+            mine = self.offset_table.setdefault(key, {})
+            for queue_id, offset in queues.items():
+                if offset > mine.get(queue_id, -1):
+                    mine[queue_id] = offset
+                    self.dirty = True
 
 
-class BrokerMetadata:
-    """``config/`` of a broker's store: topics.json, consumerOffset.json, subscriptionGroup.json,
-    delayOffset.json — RocketMQ's file names and JSON shapes."""
+class SubscriptionGroupManager(SubscriptionGroupTable):
+    """Consumer group configs, auto-created with RocketMQ's defaults when enabled."""
 
-    def __init__(self, config_dir: str) -> None:
-        self.config_dir = Path(config_dir)
-        self.topics_path = self.config_dir / "topics.json"
+    def __init__(self, path: str, *, auto_create: bool) -> None:
+        super().__init__(path)
+        self.auto_create = auto_create
+        self._persisted_counter = 0
 
-    def load_json(self, name: str) -> Any:
-        """The parsed content of ``config/<name>``, or None when it does not exist."""
-        path = self.config_dir / name
-        if not path.exists():
-            return None
-        return fastjson.loads(path.read_bytes())
+    @property
+    def dirty(self) -> bool:
+        return self.data_version.counter != self._persisted_counter
 
-    def save_json(self, name: str, data: Any) -> None:
-        write_atomically(self.config_dir / name, fastjson.dumps(data))
+    def mark_persisted(self) -> None:
+        self._persisted_counter = self.data_version.counter
 
-    def load_topics(self) -> StoredTopics:
-        if not self.topics_path.exists():
-            return StoredTopics()
-        raw = fastjson.loads(self.topics_path.read_bytes())
-        wrapper = TopicConfigSerializeWrapper.from_json_dict(raw)
-        return StoredTopics(list(wrapper.topic_config_table.values()), wrapper.data_version)
+    def find_or_create(self, group: str) -> SubscriptionGroupConfig | None:
+        config = self.get(group)
+        if config is None and self.auto_create and len(self.table) < MAX_GROUPS:
+            config = self.get_or_create(group)
+        return config
 
-    def save_topics(self, wrapper: TopicConfigSerializeWrapper) -> None:
-        write_atomically(self.topics_path, fastjson.dumps(wrapper.to_json_dict()))
+
+class DelayOffsets(DelayOffsetTable):
+    """Progress of the schedule service per delay level, with change tracking."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.dirty = False
+
+    def advance(self, level: int, offset: int) -> None:
+        if self.offset_table.get(level) != offset:
+            self.offset_table[level] = offset
+            self.dirty = True
+
+
+def config_path(config_dir: str, name: str) -> str:
+    return os.path.join(config_dir, name)

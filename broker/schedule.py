@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from broker.metadata import DelayOffsets
 from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
 from store.record import SCHEDULE_TOPIC, MessageConst, decode_record, encode_properties, parse_properties
@@ -46,14 +47,13 @@ class ScheduleMessageService(Service):
 
     def __init__(self, store: MessageStore, levels: int,
                  put: Callable[[MessageExtBrokerInner], Awaitable[PutMessageResult]], *,
-                 interval: float = 0.1) -> None:
+                 offsets: DelayOffsets, interval: float = 0.1) -> None:
         super().__init__()
         self.store = store
         self.levels = levels
         self.put = put
         self.interval = interval
-        self.offsets: dict[int, int] = {}
-        self.dirty = False
+        self.offsets = offsets
 
     async def run(self) -> None:
         while True:
@@ -69,7 +69,7 @@ class ScheduleMessageService(Service):
 
     async def _deliver_level(self, level: int, now_ms: int) -> int:
         queue_id = level - 1
-        offset = self.offsets.get(level, 0)
+        offset = self.offsets.offset_table.get(level, 0)
         result = self.store.get_messages("SCHEDULE", SCHEDULE_TOPIC, queue_id, offset, 32)
         if result.status is not GetMessageStatus.FOUND:
             if result.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
@@ -94,14 +94,4 @@ class ScheduleMessageService(Service):
         return delivered
 
     def _advance(self, level: int, offset: int) -> None:
-        if self.offsets.get(level) != offset:
-            self.offsets[level] = offset
-            self.dirty = True
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {"offsetTable": dict(self.offsets)}
-
-    def load_json_dict(self, data: Any) -> None:
-        table = data.get("offsetTable") if isinstance(data, dict) else None
-        if isinstance(table, dict):
-            self.offsets = {int(k): int(v) for k, v in table.items()}
+        self.offsets.advance(level, offset)

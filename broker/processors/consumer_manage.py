@@ -10,9 +10,8 @@ from typing import Any
 import structlog
 
 from broker.client_manager import ClientManager
-from broker.offsets import ConsumerOffsetManager
+from broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
 from broker.status import put_status_to_response
-from broker.subscription_groups import SubscriptionGroupManager
 from broker.topic_manager import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
 from remoting import route as rd
 from remoting.codes import RequestCode, ResponseCode
@@ -87,7 +86,7 @@ class ConsumerManageProcessor:
 
     def query_offset(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_command(req)
-        offset = self.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset < 0:
             # A new group on a queue that still starts at 0 begins at 0 (Java 4.x rule, reference §12).
             if self.store.get_min_offset_in_queue(h.topic, h.queue_id) > 0:
@@ -99,14 +98,14 @@ class ConsumerManageProcessor:
     def update_offset(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_command(req)
         if h.commit_offset >= 0:  # negative = "no offset"
-            self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+            self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return req.response(ResponseCode.SUCCESS)
 
     def get_all_offsets(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return req.response(ResponseCode.SUCCESS, body=rd.encode_body(self.offsets.to_json_dict(), req.serialize_type))
+        return req.response(ResponseCode.SUCCESS, body=self.offsets.encode().encode())
 
     def all_groups(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return req.response(ResponseCode.SUCCESS, body=rd.encode_body(self.groups.to_json_dict(), req.serialize_type))
+        return req.response(ResponseCode.SUCCESS, body=self.groups.encode().encode())
 
     # -- membership ----------------------------------------------------------------------------------------
 
@@ -161,7 +160,7 @@ class ConsumerManageProcessor:
                 continue
             for queue_id in range(config.read_queue_nums):
                 broker_offset = self.store.get_max_offset_in_queue(topic, queue_id)
-                consumer_offset = max(self.offsets.query(h.consumer_group, topic, queue_id), 0)
+                consumer_offset = max(self.offsets.query_offset(h.consumer_group, topic, queue_id), 0)
                 entries.append({**_mq_dict((topic, self.broker_name, queue_id)), "brokerOffset": broker_offset,
                                 "consumerOffset": consumer_offset, "lag": max(broker_offset - consumer_offset, 0)})
         body = {"consumeTps": 0.0, "offsetTable": entries, "totalLag": sum(e["lag"] for e in entries)}

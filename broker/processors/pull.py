@@ -12,8 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from broker.client_manager import ClientManager, SubscriptionData
 from broker.long_polling import MessageFilter, PullRequestHoldService
-from broker.offsets import ConsumerOffsetManager
-from broker.subscription_groups import SubscriptionGroupManager
+from broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
 from broker.topic_manager import TopicConfigManager
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -83,7 +82,7 @@ class PullMessageProcessor:
             return checked
         message_filter = tag_filter(checked)
         if h.sys_flag & FLAG_COMMIT_OFFSET and self.is_master and h.commit_offset >= 0:
-            self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+            self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self._read(h, message_filter)
         suspend = h.sys_flag & FLAG_SUSPEND and h.suspend_timeout_millis > 0
         if result.status is GetMessageStatus.OFFSET_OVERFLOW_ONE and suspend and self.hold.has_room():

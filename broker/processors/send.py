@@ -126,6 +126,8 @@ class SendMessageProcessor:
             sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self._born_host(conn),
             reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
         )
+        if not self.store.has_flush_capacity():
+            return req.response(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy: too many writers wait on disk")
         if self._can_answer_now(msg.topic, queue_id, wait):
             return self._respond(req, self.store.append(msg), queue_id)
         return self._put_and_wait(req, msg, queue_id)
@@ -168,12 +170,8 @@ class SendMessageProcessor:
     def _can_answer_now(self, topic: str, queue_id: int, wait: bool) -> bool:
         if self.replica is not None and wait:
             return False
-        if self.store.needs_flush_wait(wait):
-            return False
         # The synchronous path must not create a consume-queue file on the event loop.
-        cq = self.store.find_consume_queue(topic, queue_id)
-        tail = cq.tail if cq is not None else None
-        return tail is not None and cq is not None and tail.wrote_position < cq.file_size
+        return not self.store.needs_flush_wait(wait) and self.store.queue_ready(topic, queue_id)
 
     # -- puts ---------------------------------------------------------------------------------------------
 

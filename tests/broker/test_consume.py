@@ -154,7 +154,7 @@ async def test_consumer_offsets(broker: BrokerController, client: RemotingClient
                                                              {**fields, "commitOffset": "-1"}))
     assert (await client.invoke(broker.addr, RemotingCommand.request(14, fields))).field("offset") == "1"
     await client.invoke(broker.addr, pull_request("O", 1, group="G1", flags=SUBSCRIPTION | COMMIT, commit=5))
-    assert broker.offsets.query("G1", "O", 0) == 5
+    assert broker.offsets.query_offset("G1", "O", 0) == 5
     stats = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS,
                                                                      {"consumerGroup": "G1", "topic": "O"}))
     table = json.loads(bytes(stats.body or b""))
@@ -165,13 +165,13 @@ async def test_consumer_offsets(broker: BrokerController, client: RemotingClient
 async def test_offsets_persist_across_restart(tmp_path: Path, namesrv: NamesrvController,
                                               client: RemotingClient) -> None:
     b = await start_broker(tmp_path, "broker-p", namesrv.addr)
-    b.offsets.commit("G", "T", 1, 42)
+    b.offsets.commit_offset("G", "T", 1, 42)
     await b.stop()
     text = (tmp_path / "broker-p-0" / "config" / "consumerOffset.json").read_text()
     assert text == '{"offsetTable":{"T@G":{1:42}}}'  # RocketMQ's fastjson form
     b2 = await start_broker(tmp_path, "broker-p", namesrv.addr)
     try:
-        assert b2.offsets.query("G", "T", 1) == 42
+        assert b2.offsets.query_offset("G", "T", 1) == 42
     finally:
         await b2.stop()
 
