@@ -6,16 +6,12 @@ Prints one readiness line on stderr once serving and registered: ``BROKER READY 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
-
-import uvloop
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, format_broker_config, load_broker_config
 from broker.controller import BrokerController
-from remoting.config import ConfigError, load_properties
-from remoting.logs import configure_logging
+from remoting.config import load_properties
+from remoting.process import run_main
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -52,31 +48,13 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     )
 
 
-async def serve(config: BrokerConfig) -> None:
-    controller = BrokerController(config)
-    await controller.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"BROKER READY {controller.addr}", file=sys.stderr, flush=True)
-    await stop.wait()
-    await controller.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        config = build_config(args)
-    except ConfigError as exc:
-        print(f"rmq-broker: {exc}", file=sys.stderr)
-        return 2
-    if args.print_config:
-        sys.stdout.write(format_broker_config(config))
-        return 0
-    configure_logging(args.log_format, args.log_level)
-    uvloop.run(serve(config))
-    return 0
+    return run_main(
+        "rmq-broker", lambda: build_config(args), lambda config: BrokerController(config),
+        ready_prefix="BROKER", print_config=format_broker_config if args.print_config else None,
+        log_format=args.log_format, log_level=args.log_level,
+    )
 
 
 if __name__ == "__main__":

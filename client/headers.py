@@ -20,19 +20,24 @@ Send requests come in two spellings of one header (RocketMQ's ``SendMessageReque
 The response (all three codes) carries ``msgId``, ``queueId``, ``queueOffset``, ``MSG_REGION``, ``TRACE_ON``
 and maybe ``transactionId``.
 
-The dataclasses are what tests and tools read; the hot path uses :class:`SendHeaderTemplate`, which keeps the
+The typed headers (defined once, in :mod:`remoting.headers`, and re-exported here) are what tests and
+tools read; the hot path uses :class:`SendHeaderTemplate`, which keeps the
 fields that never change for a (group, topic) in one dict and copies it per request, so a send costs one dict
 copy and five stores instead of a dataclass and a conversion per field.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable
 
 from remoting.codes import RequestCode
-from remoting.headers import CommandHeader, wire
+from remoting.headers import (
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+)
 
 __all__ = [
     "DEFAULT_TOPIC",
@@ -52,72 +57,6 @@ DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 _TRUE = "true"
 _FALSE = "false"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SendMessageRequestHeader(CommandHeader):
-    """SEND_MESSAGE (10): full field names."""
-
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    properties: str | None = None
-    reconsume_times: int | None = None
-    unit_mode: bool | None = None
-    batch: bool | None = None
-    max_reconsume_times: int | None = None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SendMessageRequestHeaderV2(CommandHeader):
-    """SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): one-letter field names."""
-
-    producer_group: str = wire("a")
-    topic: str = wire("b")
-    default_topic: str = wire("c")
-    default_topic_queue_nums: int = wire("d")
-    queue_id: int = wire("e")
-    sys_flag: int = wire("f")
-    born_timestamp: int = wire("g")
-    flag: int = wire("h")
-    properties: str | None = wire("i", None)
-    reconsume_times: int | None = wire("j", None)
-    unit_mode: bool | None = wire("k", None)
-    max_reconsume_times: int | None = wire("l", None)
-    batch: bool | None = wire("m", None)
-
-    def to_v1(self) -> SendMessageRequestHeader:
-        return SendMessageRequestHeader(
-            self.producer_group, self.topic, self.default_topic, self.default_topic_queue_nums, self.queue_id,
-            self.sys_flag, self.born_timestamp, self.flag, self.properties, self.reconsume_times, self.unit_mode,
-            self.batch, self.max_reconsume_times,
-        )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SendMessageResponseHeader(CommandHeader):
-    """The ext fields of a send response (codes 0, 10, 11, 12)."""
-
-    msg_id: str
-    queue_id: int
-    queue_offset: int
-    transaction_id: str | None = None
-    msg_region: str | None = wire("MSG_REGION", None)
-    trace_on: str | None = wire("TRACE_ON", None)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class UnregisterClientRequestHeader(CommandHeader):
-    """UNREGISTER_CLIENT (35)."""
-
-    client_id: str = wire("clientID")
-    producer_group: str | None = None
-    consumer_group: str | None = None
 
 
 # Wire keys of the per-request fields, per spelling: queueId, sysFlag, bornTimestamp, flag, properties.

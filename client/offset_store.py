@@ -19,10 +19,8 @@ runs in one, because it blocks on disk), so its methods take a short lock around
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 
 from client.errors import MQClientError
 from client.message import MessageQueue
+from remoting.files import write_atomically
 
 __all__ = [
     "DEFAULT_LOCAL_OFFSET_STORE_DIR",
@@ -160,37 +159,6 @@ def decode_offsets(data: bytes) -> dict[MessageQueue, int]:
         }
     except (ValueError, KeyError, TypeError) as exc:
         raise OffsetStoreError(f"not an offsets file: {exc}") from None
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data``: temp file in the same directory, fsync, rename, fsync the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename itself durable (not possible on every platform: then skipped)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class LocalOffsetStore(OffsetTable):

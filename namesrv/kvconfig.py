@@ -15,15 +15,14 @@ Sizes are bounded (entries, lengths, total characters) because a peer can grow t
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from remoting import fastjson
 from remoting.errors import InvalidHeaderError, PocketMQError
+from remoting.files import write_atomically
 
 __all__ = ["KVConfigError", "KVConfigFullError", "KVConfigManager"]
 
@@ -161,35 +160,6 @@ class KVConfigManager:
         if self.path is None:
             return
         with self._write_lock:
-            _write_atomically(self.path, self.snapshot())
+            write_atomically(self.path, self.snapshot())
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file, never a mix."""
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable; some platforms cannot open a directory, which is then best effort."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -7,16 +7,12 @@ scripts and tests can start it with ``--port 0`` and read the bound address.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
-
-import uvloop
 
 from namesrv.config import NamesrvConfig
 from namesrv.controller import NamesrvController
-from remoting.config import ConfigError, format_config, load_config, load_properties
-from remoting.logs import configure_logging
+from remoting.config import format_config, load_config, load_properties
+from remoting.process import run_main
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,31 +34,13 @@ def build_config(args: argparse.Namespace) -> NamesrvConfig:
     )
 
 
-async def serve(config: NamesrvConfig) -> None:
-    controller = NamesrvController(config)
-    await controller.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"NAMESRV READY {controller.addr}", file=sys.stderr, flush=True)
-    await stop.wait()
-    await controller.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        config = build_config(args)
-    except ConfigError as exc:
-        print(f"rmq-namesrv: {exc}", file=sys.stderr)
-        return 2
-    if args.print_config:
-        sys.stdout.write(format_config(config))
-        return 0
-    configure_logging(args.log_format, args.log_level)
-    uvloop.run(serve(config))
-    return 0
+    return run_main(
+        "rmq-namesrv", lambda: build_config(args), lambda config: NamesrvController(config),
+        ready_prefix="NAMESRV", print_config=format_config if args.print_config else None,
+        log_format=args.log_format, log_level=args.log_level,
+    )
 
 
 if __name__ == "__main__":

@@ -249,13 +249,24 @@ class SendMessageRequestHeaderV2(CommandHeader):
     batch: bool | None = wire("m", None)
     broker_name: str | None = wire("n", None)
 
+    def to_v1(self) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(
+            self.producer_group, self.topic, self.default_topic, self.default_topic_queue_nums, self.queue_id,
+            self.sys_flag, self.born_timestamp, self.flag, self.properties, self.reconsume_times, self.unit_mode,
+            self.batch, self.max_reconsume_times,
+        )
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SendMessageResponseHeader(CommandHeader):
+    """The ext fields of a send response (codes 0, 10, 11, 12)."""
+
     msg_id: str
     queue_id: int
     queue_offset: int
     transaction_id: str | None = None
+    msg_region: str | None = wire("MSG_REGION", None)
+    trace_on: str | None = wire("TRACE_ON", None)
 
 
 # -- admin and client management -----------------------------------------------------------------------
