@@ -1,0 +1,323 @@
+"""The slave's end of replication (RocketMQ's ``HAClient``, reference §5.1-5.2).
+
+:class:`HAClient` is a service whose loop keeps one connection to the master's HA address (configured,
+set with :meth:`HAClient.update_master_address` when the broker learns it from the name server, or
+asked from a provider before each attempt), reconnecting with capped exponential backoff.
+
+On each connection the slave reports its max commit-log offset at once, after every read that appended
+bytes, and every ``ha_send_heartbeat_interval`` otherwise; it drops a master it has heard nothing from for
+``ha_housekeeping_interval``. The socket reads straight into the :class:`ha.wire.TransferDecoder`'s
+bounded buffer and each transfer body goes to :meth:`store.MessageStore.append_to_commit_log` as a
+view of that buffer (one copy, socket buffer -> mapped file), which also dispatches the records to the
+slave's consume queues.
+
+Every transfer must start at the slave's own max offset. Two exceptions are part of the protocol: a slave
+with an empty log that reported 0 is sent the master's last file, and a slave that asked for bytes the
+master has already deleted is sent the master's oldest file; in both cases the transfer starts at a
+file boundary beyond the slave's max offset, and the slave restarts its commit log there with the store's
+``reset_commit_log(offset)`` (logged loudly when that drops data). Any other mismatch closes the
+connection, and the next one reports the slave's real offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any, cast
+
+import structlog
+
+from ha.config import HAConfig, parse_address
+from ha.connection import peer_name, set_nodelay
+from ha.errors import HAProtocolError
+from ha.wire import Transfer, TransferDecoder, encode_offset_report
+from store import MessageStore
+from store.service import Service
+
+log = structlog.get_logger("pocketmq.ha")
+
+AddressProvider = Callable[[], str | None]
+"""Returns the master's HA address (``host:port``) or None when there is no master now."""
+
+_REPORT_BACKLOG_LIMIT = 64 * 1024
+"""Skip an offset report while this much is already queued toward the master (it is not reading; the next
+report supersedes this one anyway)."""
+
+
+class _MasterLink(asyncio.BufferedProtocol):
+    """One connection to the master; the socket reads into the transfer decoder's buffer."""
+
+    def __init__(self, client: HAClient, address: str) -> None:
+        self._client = client
+        self.address = address
+        self.loop = asyncio.get_running_loop()
+        self.decoder = TransferDecoder(client.config.slave_read_buffer_size)
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        self.last_read_time = self.loop.time()
+        self.last_report_time = 0.0
+        self.appended = 0
+        self.log: Any = log.bind(master=address, role="slave")
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
+        self.address = peer_name(transport)
+        set_nodelay(transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_read_time = self.loop.time()
+        try:
+            self.decoder.buffer_updated(nbytes)
+            before = self.appended
+            while (transfer := self.decoder.next_transfer()) is not None:
+                if not self._client.apply_transfer(self, transfer):
+                    self.close()
+                    return
+        except HAProtocolError as exc:
+            self.log.error("bad data from the master; reconnecting", error=str(exc))
+            self.close()
+            return
+        if self.appended != before:
+            self.report()
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def report(self) -> None:
+        """Send the slave's max offset (skipped while the master is not reading)."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        self.last_report_time = self.loop.time()
+        if transport.get_write_buffer_size() <= _REPORT_BACKLOG_LIMIT:
+            transport.write(encode_offset_report(self._client.store.max_phy_offset))
+
+    def close(self) -> None:
+        """Close at once."""
+        if self.transport is not None:
+            self.transport.abort()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class HAClient(Service):
+    """Slave side of replication (see module docstring). ``start()`` it after the store is started and
+    ``await stop()`` it before the store shuts down."""
+
+    name = "ha-client"
+
+    def __init__(self, store: MessageStore, config: HAConfig, *,
+                 master_address: str | AddressProvider | None = None) -> None:
+        super().__init__()
+        self.store = store
+        self.config = config
+        self._provider: AddressProvider | None = None
+        self._address: str | None = config.ha_master_address or None
+        if callable(master_address):
+            self._provider = master_address
+        elif master_address:
+            self._address = master_address
+        if self._address:
+            parse_address(self._address)
+        self._changed = asyncio.Event()
+        self._link: _MasterLink | None = None
+        self._paused = False
+        self._file_size = store.config.mapped_file_size_commit_log
+        self._log = log.bind(role="slave")
+        #: connections made so far (for runtime info and tests)
+        self.connect_count = 0
+        #: loop time of the last transfer with data
+        self.last_transfer_time = 0.0
+
+    # ================================================================================ public API
+
+    @property
+    def master_address(self) -> str | None:
+        """The master's HA address in use (None: no master known)."""
+        return self._address
+
+    @property
+    def connected(self) -> bool:
+        """True while a connection to the master is open."""
+        link = self._link
+        return link is not None and not link.closed.done()
+
+    def update_master_address(self, address: str | None) -> None:
+        """Use ``address`` (``host:port``; None or "" for no master) from now on; a connection to another
+        address is closed. Cheap when nothing changed (call it after every name-server registration)."""
+        address = address or None
+        if address == self._address:
+            return
+        if address is not None:
+            parse_address(address)
+        self._log.info("master HA address changed", old=self._address, new=address)
+        self._address = address
+        if self._link is not None:
+            self._link.close()
+        self._changed.set()
+
+    def pause(self) -> None:
+        """Stop reading from the master (its sender then stalls once the socket buffers fill). Offset
+        reports continue, so the master keeps the connection. For maintenance and fault tests."""
+        self._paused = True
+        link = self._link
+        if link is not None and link.transport is not None and not link.transport.is_closing():
+            link.transport.pause_reading()
+
+    def resume(self) -> None:
+        """Undo :meth:`pause`."""
+        self._paused = False
+        link = self._link
+        if link is not None and link.transport is not None and not link.transport.is_closing():
+            link.transport.resume_reading()
+
+    async def stop(self) -> None:
+        """Close the connection and stop the loop."""
+        if self._link is not None:
+            self._link.close()
+        await super().stop()
+
+    def runtime_info(self) -> dict[str, str]:
+        """Slave HA state for GET_BROKER_RUNTIME_INFO."""
+        link = self._link
+        now = asyncio.get_running_loop().time()
+        return {
+            "haMasterAddress": self._address or "",
+            "haMasterConnected": str(self.connected).lower(),
+            "haSlaveMaxOffset": str(self.store.max_phy_offset),
+            "haMasterSilentMs": str(int((now - link.last_read_time) * 1000)) if self.connected and link else "-1",
+            "haConnectCount": str(self.connect_count),
+        }
+
+    # ================================================================================ the loop
+
+    def _current_address(self) -> str | None:
+        if self._provider is not None:
+            try:
+                provided = self._provider() or None
+            except Exception:
+                self._log.exception("master address provider failed")
+                provided = self._address
+            if provided != self._address:
+                try:
+                    self.update_master_address(provided)
+                except ValueError as exc:
+                    self._log.error("bad master HA address", error=str(exc))
+        return self._address
+
+    async def run(self) -> None:
+        cfg = self.config
+        backoff = cfg.reconnect_backoff_initial
+        while True:
+            self._changed.clear()
+            address = self._current_address()
+            if address is None:
+                await self._pause_for(cfg.reconnect_backoff_max if self._provider else None)
+                continue
+            link = await self._connect(address)
+            if link is not None:
+                started = asyncio.get_running_loop().time()
+                try:
+                    await self._session(link)
+                finally:
+                    link.close()
+                    self._link = None
+                healthy = link.appended > 0 or asyncio.get_running_loop().time() - started >= \
+                    cfg.ha_send_heartbeat_interval
+                if healthy:
+                    backoff = cfg.reconnect_backoff_initial
+            if self._changed.is_set():
+                continue
+            await self._pause_for(backoff)
+            backoff = min(backoff * 2, cfg.reconnect_backoff_max)
+
+    async def _pause_for(self, seconds: float | None) -> None:
+        """Sleep ``seconds`` (forever if None), cut short by an address change."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._changed.wait()
+
+    async def _connect(self, address: str) -> _MasterLink | None:
+        host, port = parse_address(address)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.config.connect_timeout):
+                _transport, link = await loop.create_connection(lambda: _MasterLink(self, address), host, port)
+        except (OSError, TimeoutError) as exc:
+            self._log.warning("cannot connect to the master", master=address, error=str(exc) or type(exc).__name__)
+            return None
+        if address != self._address:  # changed while connecting
+            link.close()
+            return None
+        self.connect_count += 1
+        self._link = link
+        if self._paused and link.transport is not None:
+            link.transport.pause_reading()
+        link.log.info("connected to the master", max_offset=self.store.max_phy_offset)
+        return link
+
+    async def _session(self, link: _MasterLink) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        link.report()  # the first report is the request: where to start
+        while not link.closed.done():
+            now = loop.time()
+            silent = now - link.last_read_time
+            if silent > cfg.ha_housekeeping_interval:
+                link.log.warning("master silent for too long; reconnecting", silent_s=round(silent, 3))
+                return
+            if now - link.last_report_time >= cfg.ha_send_heartbeat_interval:
+                link.report()
+            deadline = min(link.last_report_time + cfg.ha_send_heartbeat_interval,
+                           link.last_read_time + cfg.ha_housekeeping_interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(max(deadline, loop.time()) + 0.001):
+                    await asyncio.shield(link.closed)
+        link.log.info("disconnected from the master", max_offset=self.store.max_phy_offset)
+
+    # ============================================================================ transfers
+
+    def apply_transfer(self, link: _MasterLink, transfer: Transfer) -> bool:
+        """Check and append one transfer; False closes the connection."""
+        store = self.store
+        own = store.max_phy_offset
+        offset = transfer.from_offset
+        if offset != own and not self._realign(link, offset, own):
+            return False
+        if transfer.body:
+            if not store.append_to_commit_log(offset, transfer.body):
+                link.log.error("the store refused replicated data; reconnecting", offset=offset,
+                               size=transfer.size, max_offset=store.max_phy_offset)
+                return False
+            link.appended += transfer.size
+            self.last_transfer_time = link.loop.time()
+        return True
+
+    def _realign(self, link: _MasterLink, offset: int, own: int) -> bool:
+        """The master sends from ``offset`` but our log ends at ``own``. Accept only a file boundary past
+        our end (joining at the master's last file, or a resync after the master deleted the bytes we
+        need), by restarting our commit log there."""
+        if offset < own or offset % self._file_size:
+            link.log.error("master sent data at an offset that is not our max offset; reconnecting",
+                           offset=offset, max_offset=own)
+            return False
+        holds_data = own > self.store.min_phy_offset
+        if holds_data:
+            link.log.error("the master no longer has the bytes after ours; discarding our commit log and "
+                           "resyncing from its oldest file", offset=offset, max_offset=own,
+                           min_offset=self.store.min_phy_offset)
+        else:
+            link.log.info("joining the master's commit log at a file boundary", offset=offset)
+        if not self.store.reset_commit_log(offset):
+            link.log.error("the store could not restart its commit log", offset=offset)
+            return False
+        return self.store.max_phy_offset == offset
