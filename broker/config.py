@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ha.config import PROPERTY_NAMES as HA_PROPERTY_NAMES
+from ha.config import HAConfig
 from remoting.config import ConfigError, config_key, format_config, load_config
 from store.config import PROPERTY_NAMES, BrokerRole, FlushDiskType, StoreConfig
 
@@ -34,8 +36,6 @@ class BrokerConfig:
     listen_port: int = 10911
     #: The address registered with name servers and written into records (RocketMQ's brokerIP1).
     broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1"})
-    #: HA port; 0 = listenPort + 1 as RocketMQ forces it (or any free port when listenPort is 0).
-    ha_listen_port: int = 0
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
@@ -52,6 +52,9 @@ class BrokerConfig:
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     store: StoreConfig = field(default_factory=lambda: StoreConfig(store_path_root_dir="store"))
+    #: Replication. ``haListenPort`` 0 means listenPort + 1 as RocketMQ forces it (any free port when
+    #: listenPort is 0 too).
+    ha: HAConfig = field(default_factory=lambda: HAConfig(ha_listen_port=0))
 
     def __post_init__(self) -> None:
         if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
@@ -73,22 +76,27 @@ def load_broker_config(props: Mapping[str, str], **overrides: Any) -> BrokerConf
 
     Store fields may be overridden with a ``store_`` prefix-free name that StoreConfig has
     (``store_path_root_dir``, ``flush_disk_type``...)."""
-    broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store"}
-    broker_keys = {config_key(f) for f in dataclasses.fields(BrokerConfig) if f.name != "store"}
+    broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)} - {"store", "ha"}
+    broker_keys = {config_key(f) for f in dataclasses.fields(BrokerConfig) if f.name not in ("store", "ha")}
     broker_props: dict[str, str] = {}
     store_props: dict[str, str] = {}
+    ha_props: dict[str, str] = {}
     for key, value in props.items():
         if key in broker_keys:
             broker_props[key] = value
         if key in PROPERTY_NAMES:
             store_props[key] = value
-        if key not in broker_keys and key not in PROPERTY_NAMES and key not in IGNORED_KEYS:
-            known = sorted(broker_keys | set(PROPERTY_NAMES))
+        if key in HA_PROPERTY_NAMES:
+            ha_props[key] = value
+        if key not in broker_keys | set(PROPERTY_NAMES) | set(HA_PROPERTY_NAMES) | IGNORED_KEYS:
+            known = sorted(broker_keys | set(PROPERTY_NAMES) | set(HA_PROPERTY_NAMES))
             raise ConfigError(f"unknown config key {key!r}; known keys: {', '.join(known)}")
     store_fields = {f.name for f in dataclasses.fields(StoreConfig)}
+    ha_fields = {f.name for f in dataclasses.fields(HAConfig)}
     broker_over = {k: v for k, v in overrides.items() if k in broker_fields and v is not None}
     store_over = {k: v for k, v in overrides.items() if k in store_fields and v is not None and k not in broker_fields}
-    unknown = set(overrides) - broker_fields - store_fields
+    ha_over = {k: v for k, v in overrides.items() if k in ha_fields and v is not None}
+    unknown = set(overrides) - broker_fields - store_fields - ha_fields
     if unknown:
         raise ConfigError(f"unknown config fields {sorted(unknown)}")
     store_props.setdefault("storePathRootDir", "store")
@@ -97,7 +105,11 @@ def load_broker_config(props: Mapping[str, str], **overrides: Any) -> BrokerConf
         store_over["broker_role"] = base.broker_role
         store_over.setdefault("store_host", f"{base.broker_ip1}:{base.listen_port}")
         store = StoreConfig.from_properties(store_props, **store_over)
-        return dataclasses.replace(base, store=store)
+        ha_over.setdefault("ha_listen_host", base.listen_host)
+        if "haListenPort" not in ha_props:
+            ha_over.setdefault("ha_listen_port", 0)  # 0: derived from the bound listen port at start
+        ha = HAConfig.from_properties(ha_props, **ha_over)
+        return dataclasses.replace(base, store=store, ha=ha)
     except (ValueError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
 
@@ -105,9 +117,10 @@ def load_broker_config(props: Mapping[str, str], **overrides: Any) -> BrokerConf
 def format_broker_config(config: BrokerConfig) -> str:
     """The effective configuration, broker keys then store keys, as ``.properties`` text."""
     broker_part = format_config(config).splitlines()
-    broker_part = [line for line in broker_part if not line.startswith("store=")]
+    broker_part = [line for line in broker_part if not line.startswith(("store=", "ha="))]
     reverse = {v: k for k, v in PROPERTY_NAMES.items()}
-    store_lines = []
+    store_lines = [f"haListenPort={config.ha.ha_listen_port}", f"haMasterAddress={config.ha.ha_master_address}",
+                   f"slaveTimeout={int(config.ha.slave_timeout * 1000)}"]
     for f in dataclasses.fields(config.store):
         key = reverse.get(f.name)
         if key is None or key == "brokerRole":

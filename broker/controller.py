@@ -32,8 +32,11 @@ from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.registration import BrokerIdentity, BrokerOuterAPI, RegisterResult, split_namesrv_addr
 from broker.schedule import ScheduleMessageService
+from broker.slave_sync import SlaveSynchronize
 from broker.stats import BrokerStats
 from broker.topic_manager import TopicConfigManager
+from ha.client import HAClient
+from ha.service import HAService
 from remoting.client import RemotingClient
 from remoting.connection import Connection, Handler
 from remoting.server import RemotingServer, ServerConfig
@@ -75,6 +78,9 @@ class BrokerController:
         self.hold = PullRequestHoldService()
         self.schedule: ScheduleMessageService | None = None
         self.store: MessageStore | None = None
+        self.ha_service: HAService | None = None
+        self.ha_client: HAClient | None = None
+        self.slave_sync: SlaveSynchronize | None = None
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
         self.last_registration: list[RegisterResult] = []
@@ -96,7 +102,10 @@ class BrokerController:
 
     @property
     def ha_port(self) -> int:
-        return self.config.ha_listen_port or self.port + 1
+        """The HA port: the master's bound one; on a slave (which listens on none) the configured one."""
+        if self.ha_service is not None:
+            return self.ha_service.port
+        return self.config.ha.ha_listen_port or self.port + 1
 
     def identity(self) -> BrokerIdentity:
         return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, self.config.broker_id,
@@ -111,10 +120,13 @@ class BrokerController:
         await self.store.start()
         await asyncio.to_thread(self._load_metadata)
         self.store.add_arrival_listener(self.hold.notify)
+        await self._start_ha(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
         self._running = True
         await self.register_all()
+        if self.slave_sync is not None:
+            self.slave_sync.start()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._register_loop(), name="broker-register"),
                        loop.create_task(self._sample_stats(), name="broker-stats"),
@@ -126,6 +138,7 @@ class BrokerController:
     def _register_processors(self, store: MessageStore) -> None:
         handlers: dict[int, Handler] = {}
         send = SendMessageProcessor(
+            replica=self.ha_service if self.config.broker_role is BrokerRole.SYNC_MASTER else None,
             store=store, topics=self.topics, broker_name=self.config.broker_name,
             cluster_name=self.config.broker_cluster_name, broker_addr=lambda: self.addr,
             is_slave=self.config.broker_role is BrokerRole.SLAVE,
@@ -134,7 +147,7 @@ class BrokerController:
         )
         self.consumer_processor = ConsumerManageProcessor(
             store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
-            broker_name=self.config.broker_name, is_master=self.config.is_master,
+            broker_name=self.config.broker_name, is_master=self.config.is_master, delay_offsets=self.delay_offsets,
         )
         pull = PullMessageProcessor(
             store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
@@ -142,7 +155,8 @@ class BrokerController:
             slave_read_enable=self.config.slave_read_enable, on_get=self.stats.on_get,
         )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
-                                     role=lambda: self.config.broker_role.name, register_now=self.register_all)
+                                     role=lambda: self.config.broker_role.name, register_now=self.register_all,
+                                     extra_runtime_info=self._ha_runtime_info)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
                                                       on_group_changed=self.consumer_processor.notify_ids_changed)
         for processor in (send, pull, admin, self.client_processor, self.consumer_processor):
@@ -167,7 +181,13 @@ class BrokerController:
                 await task
         if self.schedule is not None:
             await self.schedule.stop()
+        if self.slave_sync is not None:
+            await self.slave_sync.stop()
         await self.server.stop(grace=grace)
+        if self.ha_service is not None:
+            await self.ha_service.stop()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
         await self._persist_topics()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
@@ -181,10 +201,15 @@ class BrokerController:
     async def register_all(self) -> list[RegisterResult]:
         results = await self.outer_api.register_broker_all(self.identity(), self.topics.wrapper())
         self.last_registration = results
-        for result in results:
-            if result.ok and result.master_addr:
-                self.master_addr = result.master_addr
-                self.master_ha_addr = result.ha_server_addr
+        if not self.config.is_master:
+            answered = [r for r in results if r.ok]
+            if answered:
+                # The name servers tell a slave where its live master is (None while it is down).
+                live = next((r for r in answered if r.master_addr), None)
+                self.master_addr = live.master_addr if live else None
+                self.master_ha_addr = live.ha_server_addr if live else None
+                if self.ha_client is not None and not self.config.ha.ha_master_address:
+                    self.ha_client.update_master_address(self.master_ha_addr)
         return results
 
     async def _register_loop(self) -> None:
@@ -211,6 +236,31 @@ class BrokerController:
         self._persist_pending = False
         wrapper = self.topics.wrapper()
         await asyncio.to_thread(save_topics, self.topics_path, wrapper)
+
+    # -- replication -----------------------------------------------------------------------------------------
+
+    async def _start_ha(self, store: MessageStore) -> None:
+        """Masters listen for slaves on the HA port; slaves replicate from their master and copy its
+        metadata every 10 s."""
+        ha = self.config.ha
+        if self.config.is_master:
+            port = ha.ha_listen_port or (self.port + 1 if self.config.listen_port else 0)
+            self.ha_service = HAService(store, ha.replace(ha_listen_port=port))
+            await self.ha_service.start()
+            return
+        self.ha_client = HAClient(store, ha, master_address=ha.ha_master_address or None)
+        self.ha_client.start()
+        self.slave_sync = SlaveSynchronize(
+            client=self.client, master_addr=lambda: self.master_addr, topics=self.topics, offsets=self.offsets,
+            groups=self.groups, delay_offsets=self.delay_offsets,
+        )
+
+    def _ha_runtime_info(self) -> dict[str, str]:
+        if self.ha_service is not None:
+            return self.ha_service.runtime_info()
+        if self.ha_client is not None:
+            return {**self.ha_client.runtime_info(), "masterAddr": self.master_addr or ""}
+        return {}
 
     # -- metadata --------------------------------------------------------------------------------------------
 

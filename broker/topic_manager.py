@@ -127,6 +127,16 @@ class TopicConfigManager:
                  write=config.write_queue_nums, perm=config.perm)
         return self._put(config)
 
+    def replace_all(self, wrapper: TopicConfigSerializeWrapper) -> None:
+        """A slave takes its master's topics as they are (when the master's data version moved)."""
+        if (wrapper.data_version.counter, wrapper.data_version.timestamp) == (
+                self.data_version.counter, self.data_version.timestamp):
+            return
+        self.table = {name: dataclasses.replace(cfg) for name, cfg in wrapper.topic_config_table.items()}
+        self.data_version = wrapper.data_version.copy()
+        if self.on_change is not None:
+            self.on_change(None)
+
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False

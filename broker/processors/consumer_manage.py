@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 
 from broker.client_manager import ClientManager
-from broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
+from broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
 from broker.status import put_status_to_response
 from broker.topic_manager import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
 from remoting import route as rd
@@ -58,6 +58,7 @@ class ConsumerManageProcessor:
         groups: SubscriptionGroupManager,
         broker_name: str,
         is_master: bool,
+        delay_offsets: DelayOffsets | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -66,6 +67,7 @@ class ConsumerManageProcessor:
         self.groups = groups
         self.broker_name = broker_name
         self.is_master = is_master
+        self.delay_offsets = delay_offsets
         self.locks: dict[str, dict[tuple[str, str, int], tuple[str, float]]] = {}
 
     def handlers(self) -> dict[int, Handler]:
@@ -80,6 +82,7 @@ class ConsumerManageProcessor:
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
         }
 
     # -- offsets -------------------------------------------------------------------------------------------
@@ -103,6 +106,10 @@ class ConsumerManageProcessor:
 
     def get_all_offsets(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         return req.response(ResponseCode.SUCCESS, body=self.offsets.encode().encode())
+
+    def all_delay_offsets(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        body = self.delay_offsets.encode().encode() if self.delay_offsets is not None else b'{"offsetTable":{}}'
+        return req.response(ResponseCode.SUCCESS, body=body)
 
     def all_groups(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         return req.response(ResponseCode.SUCCESS, body=self.groups.encode().encode())

@@ -8,6 +8,7 @@ must wait (SYNC_FLUSH, a SYNC_MASTER's replica, a consume-queue file to create) 
 
 from __future__ import annotations
 
+import asyncio
 import random
 import weakref
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,8 @@ class ReplicaWaiter(Protocol):
     """What a SYNC_MASTER waits on after the local append (implemented by ``ha``)."""
 
     def wait_for_replica(self, end_offset: int) -> Awaitable[PutMessageStatus]: ...
+
+    def has_room(self) -> bool: ...
 
 
 def strip_wait(properties: str) -> tuple[str, bool]:
@@ -126,7 +129,7 @@ class SendMessageProcessor:
             sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self._born_host(conn),
             reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
         )
-        if not self.store.has_flush_capacity():
+        if not self.store.has_flush_capacity() or (self.replica is not None and not self.replica.has_room()):
             return req.response(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy: too many writers wait on disk")
         if self._can_answer_now(msg.topic, queue_id, wait):
             return self._respond(req, self.store.append(msg), queue_id)
@@ -176,8 +179,9 @@ class SendMessageProcessor:
     # -- puts ---------------------------------------------------------------------------------------------
 
     async def _put_and_wait(self, req: RemotingCommand, msg: MessageExtBrokerInner, queue_id: int) -> RemotingCommand:
-        result = await self.store.put_message(msg)
-        result = await self._replicate(result, msg.wait_store_msg_ok)
+        if not self.store.queue_ready(msg.topic, queue_id):
+            await self.store.prepare_queue(msg.topic, queue_id)  # creates a consume-queue file off the loop
+        result = await self._wait(self.store.append(msg), msg.wait_store_msg_ok)
         return self._respond(req, result, queue_id)
 
     def _put_batch(self, req: RemotingCommand, header: SendHeader, body: bytes, queue_id: int, properties: str,
@@ -192,18 +196,27 @@ class SendMessageProcessor:
         return self._put_batch_and_wait(req, batch, queue_id)
 
     async def _put_batch_and_wait(self, req: RemotingCommand, batch: MessageExtBatch, queue_id: int) -> RemotingCommand:
-        result = await self.store.put_messages(batch)
-        result = await self._replicate(result, batch.wait_store_msg_ok)
+        if not self.store.queue_ready(batch.topic, queue_id):
+            await self.store.prepare_queue(batch.topic, queue_id)
+        result = await self._wait(self.store.append_batch(batch), batch.wait_store_msg_ok)
         return self._respond(req, result, queue_id, batch=True)
 
-    async def _replicate(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
-        if self.replica is None or not wait or result.status is not PutMessageStatus.PUT_OK:
-            return result
+    async def _wait(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
+        """Await the disk flush (SYNC_FLUSH) and the replica (SYNC_MASTER) together; a timeout becomes a
+        status, and a non-OK replica status wins over the flush's, as in RocketMQ."""
         append = result.append_result
-        assert append is not None
-        status = await self.replica.wait_for_replica(append.end_offset)
-        if status is not PutMessageStatus.PUT_OK:
-            result.status = status
+        if result.status is not PutMessageStatus.PUT_OK or not wait or append is None:
+            return result
+        waits: list[Awaitable[PutMessageStatus]] = []
+        if self.store.needs_flush_wait(wait):
+            waits.append(self.store.wait_for_flush(append.end_offset))
+        if self.replica is not None:
+            waits.append(self.replica.wait_for_replica(append.end_offset))
+        if waits:
+            for status in reversed(await asyncio.gather(*waits)):
+                if status is not PutMessageStatus.PUT_OK:
+                    result.status = status
+                    break
         return result
 
     def _respond(self, req: RemotingCommand, result: PutMessageResult, queue_id: int,
