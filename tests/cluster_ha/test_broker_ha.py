@@ -1,0 +1,96 @@
+"""Master/slave broker groups in the test's event loop: replication, SYNC_MASTER statuses, slave duties."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from broker.controller import BrokerController
+from namesrv.controller import NamesrvController
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.headers import SendMessageRequestHeaderV2
+from store.config import BrokerRole
+from tests.cluster import start_broker, start_namesrv
+from tests.helpers import eventually
+
+
+@pytest.fixture
+async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
+    ns = await start_namesrv(tmp_path)
+    yield ns
+    await ns.stop()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    c = RemotingClient()
+    yield c
+    await c.close()
+
+
+async def send(client: RemotingClient, addr: str, topic: str, body: bytes) -> RemotingCommand:
+    header = SendMessageRequestHeaderV2("PG", topic, "TBW102", 4, 0, 0, int(time.time() * 1000), 0, "TAGS\x01t")
+    return await client.invoke(addr, RemotingCommand.request(310, header.to_fields(), body), 10)
+
+
+def commit_log_bytes(broker: BrokerController) -> bytes:
+    assert broker.store is not None
+    directory = Path(broker.store.config.commit_log_dir)
+    return b"".join(p.read_bytes() for p in sorted(directory.iterdir()) if p.name.isdigit())
+
+
+async def test_sync_master_replicates_and_slave_serves(tmp_path: Path, namesrv: NamesrvController,
+                                                      client: RemotingClient) -> None:
+    master = await start_broker(tmp_path, "broker-a", namesrv.addr, {"slaveTimeout": "2000"},
+                                broker_role=BrokerRole.SYNC_MASTER)
+    alone = await send(client, master.addr, "HA", b"no slave yet")
+    assert alone.code == ResponseCode.SLAVE_NOT_AVAILABLE  # stored on the master only: said so clearly
+    assert alone.field("msgId")
+    slave = await start_broker(tmp_path, "broker-a", namesrv.addr, broker_role=BrokerRole.SLAVE, broker_id=1)
+    try:
+        assert slave.master_addr == master.addr and slave.master_ha_addr == f"127.0.0.1:{master.ha_port}"
+        await eventually(lambda: master.ha_service is not None and master.ha_service.connection_count == 1,
+                         message="slave attached")
+        for i in range(300):  # several 1 MiB commit-log files
+            resp = await send(client, master.addr, "HA", f"message-{i}".encode() * 100)
+            assert resp.code == ResponseCode.SUCCESS, resp
+        assert master.store is not None and slave.store is not None
+        await eventually(lambda: slave.store is not None and master.store is not None
+                         and slave.store.max_phy_offset == master.store.max_phy_offset, message="caught up")
+        assert commit_log_bytes(slave) == commit_log_bytes(master)
+        assert slave.store.get_max_offset_in_queue("HA", 0) == master.store.get_max_offset_in_queue("HA", 0)
+        refused = await send(client, slave.addr, "HA", b"x")
+        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        info = await client.invoke(master.addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        table = json.loads(bytes(info.body or b""))["table"]
+        assert table["haConnectionCount"] == "1" and "haSlave0" in table
+        slave_info = await client.invoke(slave.addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        assert json.loads(bytes(slave_info.body or b""))["table"]["masterAddr"] == master.addr
+    finally:
+        await slave.stop()
+        await master.stop()
+
+
+async def test_slave_copies_metadata_and_merges_offsets_by_max(tmp_path: Path, namesrv: NamesrvController,
+                                                               client: RemotingClient) -> None:
+    master = await start_broker(tmp_path, "broker-b", namesrv.addr)
+    slave = await start_broker(tmp_path, "broker-b", namesrv.addr, broker_role=BrokerRole.SLAVE, broker_id=1)
+    try:
+        assert (await send(client, master.addr, "Meta", b"x")).code == 0
+        master.offsets.commit_offset("G", "Meta", 0, 5)
+        master.offsets.commit_offset("G", "Meta", 1, 9)
+        slave.offsets.commit_offset("G", "Meta", 1, 12)  # a consumer committed here while the master was away
+        assert slave.slave_sync is not None
+        await slave.slave_sync.sync_all(master.addr)
+        assert slave.topics.get("Meta") is not None
+        assert slave.offsets.query_offset("G", "Meta", 0) == 5
+        assert slave.offsets.query_offset("G", "Meta", 1) == 12  # never moved backwards
+    finally:
+        await slave.stop()
+        await master.stop()
