@@ -47,13 +47,13 @@ def start_group(tmp: Path, procs: list[Proc], role: str, master_props: str = "")
     return ns, master, slave
 
 
-async def ha_connections(master: str) -> int:
+async def slave_attached(master: str) -> bool:
     client = RemotingClient()
     try:
         resp = await client.invoke(master, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 3)
-        return int(json.loads(bytes(resp.body or b""))["table"].get("haConnectionCount", "0"))
+        return int(json.loads(bytes(resp.body or b""))["table"].get("haConnectionCount", "0")) > 0
     except PocketMQError:
-        return 0
+        return False
     finally:
         await client.close()
 
@@ -109,7 +109,7 @@ def test_master_killed_under_load(tmp_path: Path, procs: list[Proc], role: str) 
     ns, master, slave = start_group(tmp_path, procs, role)
 
     async def scenario() -> tuple[list[bytes], int]:
-        await eventually(lambda: ha_connections(master.addr), timeout=20, message="slave attached")
+        await eventually(lambda: slave_attached(master.addr), timeout=20, message="slave attached")
         return await stream_then_kill_master(master, ns.addr)
 
     acked, failures = asyncio.run(scenario())
@@ -128,7 +128,7 @@ def test_frozen_slave_gives_flush_slave_timeout_then_recovers(tmp_path: Path, pr
     ns, master, slave = start_group(tmp_path, procs, "SYNC_MASTER", "slaveTimeout=500\n")
 
     async def scenario() -> None:
-        await eventually(lambda: ha_connections(master.addr), timeout=20, message="slave attached")
+        await eventually(lambda: slave_attached(master.addr), timeout=20, message="slave attached")
         async with Producer("HaPG", namesrv_addr=ns.addr, send_msg_timeout=5.0) as p:
             assert (await p.send(Message(TOPIC, b"before"))).status is SendStatus.SEND_OK
             slave.signal(signal.SIGSTOP)
