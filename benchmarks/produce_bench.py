@@ -30,11 +30,8 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator
@@ -44,15 +41,14 @@ from typing import Any
 
 import uvloop
 
+from benchmarks.common import Child, percentiles, wait_idle
 from client.message import Message
 from client.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 
-ROOT = Path(__file__).resolve().parent.parent
 MODES = ("sync", "async", "oneway", "batch")
-READY_TIMEOUT = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,65 +130,19 @@ def _quiet_logs() -> None:
 # -- our own cluster -----------------------------------------------------------------------------------------
 
 
-class _Child:
-    """A child process whose stderr is drained by a thread; ``ready`` is the address on its readiness line."""
-
-    def __init__(self, argv: list[str], ready_prefix: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, env=env, cwd=ROOT)
-        self.prefix = ready_prefix
-        self.addr = ""
-        self.tail: list[str] = []
-        self._ready = threading.Event()
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        assert self.popen.stderr is not None
-        for raw in self.popen.stderr:
-            line = raw.decode(errors="replace").rstrip()
-            self.tail = [*self.tail[-19:], line]
-            if line.startswith(self.prefix) and not self._ready.is_set():
-                self.addr = line[len(self.prefix):].strip()
-                self._ready.set()
-        self._ready.set()
-
-    def wait_ready(self) -> str:
-        if not self._ready.wait(READY_TIMEOUT) or not self.addr:
-            self.stop()
-            raise RuntimeError(f"{self.popen.args!r} did not become ready:\n" + "\n".join(self.tail))
-        return self.addr
-
-    def cpu_seconds(self) -> float | None:
-        try:
-            fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(15)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
-
-
 @dataclass
 class _Cluster:
     namesrv: str
-    broker: _Child | None
-    children: list[_Child] = field(default_factory=list)
+    broker: Child | None
+    children: list[Child] = field(default_factory=list)
 
 
 @contextlib.contextmanager
 def _local_cluster(args: argparse.Namespace) -> Iterator[_Cluster]:
     workdir = Path(tempfile.mkdtemp(prefix="rmq-bench-produce-"))
-    children: list[_Child] = []
+    children: list[Child] = []
     try:
-        ns = _Child([sys.executable, "-m", "namesrv.main", "--listen", "127.0.0.1", "--port", "0",
+        ns = Child([sys.executable, "-m", "namesrv.main", "--listen", "127.0.0.1", "--port", "0",
                      "--kv-config-path", str(workdir / "kv" / "kvConfig.json"), "--log-format", "json",
                      "--log-level", "WARNING"], "NAMESRV READY")
         children.append(ns)
@@ -203,14 +153,14 @@ def _local_cluster(args: argparse.Namespace) -> Iterator[_Cluster]:
             "brokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n"
             f"defaultTopicQueueNums={args.queues}\nstorePathRootDir={workdir / 'store'}\n"
         )
-        broker = _Child([sys.executable, "-m", "broker.main", "-c", str(conf), "-n", namesrv, "--listen-port", "0",
+        broker = Child([sys.executable, "-m", "broker.main", "-c", str(conf), "-n", namesrv, "--listen-port", "0",
                          "--listen-host", "127.0.0.1", "--log-format", "json", "--log-level", "WARNING"],
                         "BROKER READY")
         children.append(broker)
         broker.wait_ready()
         if args.pin:
             _pin_child(broker.popen.pid)
-        _wait_idle(broker)
+        wait_idle(broker)
         yield _Cluster(namesrv, broker, children)
     finally:
         for child in reversed(children):
@@ -219,19 +169,6 @@ def _local_cluster(args: argparse.Namespace) -> Iterator[_Cluster]:
             print(f"cluster directory kept: {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _wait_idle(child: _Child, *, limit: float = 60.0, busy: float = 0.2) -> None:
-    """Wait until the child uses less than ``busy`` of a CPU (a new broker preallocates its commit-log files
-    first, which takes seconds of CPU), at most ``limit`` seconds."""
-    deadline = time.monotonic() + limit
-    last = child.cpu_seconds()
-    while last is not None and time.monotonic() < deadline:
-        time.sleep(0.5)
-        now = child.cpu_seconds()
-        if now is None or now - last < busy * 0.5:
-            return
-        last = now
 
 
 def _cpus() -> list[int]:
@@ -279,19 +216,6 @@ class _Stats:
             self.first_error = f"{type(error).__name__}: {error}"
 
 
-def _percentiles(values: Any) -> dict[str, float]:
-    if not len(values):
-        return {}
-    ordered = sorted(values)
-    n = len(ordered)
-
-    def at(q: float) -> float:
-        return float(ordered[min(n - 1, int(q * n))])
-
-    return {"p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "p999": at(0.999), "max": float(ordered[-1]),
-            "mean": sum(ordered) / n}
-
-
 async def _create_topic(broker_addr: str, topic: str, queues: int) -> None:
     """UPDATE_AND_CREATE_TOPIC on our own broker, so the run uses ``--queues`` queues from the start."""
     fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
@@ -318,7 +242,7 @@ async def _wait_for_route(producer: Producer, topic: str, deadline: float) -> No
         await asyncio.sleep(0.2)
 
 
-async def _bench(args: argparse.Namespace, namesrv: str, broker: _Child | None) -> dict[str, Any]:
+async def _bench(args: argparse.Namespace, namesrv: str, broker: Child | None) -> dict[str, Any]:
     serialize = SerializeType.MSGPACK if args.serialize == "msgpack" else SerializeType.JSON
     body = os.urandom(args.size // 2).hex().encode()[: args.size].ljust(args.size, b"x")  # incompressible-ish
     max_in_flight = max(args.in_flight, args.senders) + 16
@@ -347,7 +271,7 @@ async def _bench(args: argparse.Namespace, namesrv: str, broker: _Child | None) 
         "queues": args.queues if broker is not None else None, "serialize": args.serialize,
         "batch_size": args.batch_size if args.mode == "batch" else 1, "sent": stats.sent, "failed": stats.failed,
         "first_error": stats.first_error, "seconds": wall, "tps": stats.sent / wall,
-        "mb_per_s": stats.bytes / wall / 1e6, "latency_us": _percentiles(stats.latencies),
+        "mb_per_s": stats.bytes / wall / 1e6, "latency_us": percentiles(stats.latencies),
         "client_cpu_pct": 100.0 * cpu / wall,
         "broker_cpu_pct": None if broker_cpu is None else 100.0 * broker_cpu / wall,
         "loadavg": os.getloadavg(), "cpus": os.cpu_count(),
@@ -456,7 +380,7 @@ async def _reporter(stats: _Stats) -> None:
         now = time.perf_counter()
         span = now - last_time
         window = stats.latencies[last_index:]
-        pct = _percentiles(window)
+        pct = percentiles(window)
         line = (f"[{now - start:5.1f}s] tps {int((stats.sent - last_sent) / span):>8,} msg/s  "
                 f"{(stats.bytes - last_bytes) / span / 1e6:7.1f} MB/s  failed {stats.failed - last_failed}")
         if pct:
