@@ -28,7 +28,12 @@ test: lint typecheck pytest
 namesrv: $(STAMP)
 	$(BIN)/rmq-namesrv --port $${PORT:-9876} --log-format console
 
-bench: bench-store
+bench: $(STAMP)
+	$(BIN)/rmq-bench store
+	$(BIN)/rmq-bench produce --mode sync --senders 1
+	$(BIN)/rmq-bench produce --mode sync
+	$(BIN)/rmq-bench produce --mode batch
+	$(BIN)/rmq-bench ha
 
 bench-store: $(STAMP)
 	$(BIN)/rmq-bench store
