@@ -22,7 +22,9 @@ Invariants that the rest of the product relies on:
 from __future__ import annotations
 
 import asyncio
+import heapq
 import inspect
+import math
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeAlias
@@ -70,6 +72,12 @@ class Connection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        # Request deadlines: one heap and one timer per connection instead of a timer per request
+        # (call_later + cancel cost ~2.6 µs a request on uvloop). Entries of answered requests are
+        # skipped when they surface, and the heap is rebuilt when they outnumber the live ones.
+        self._deadlines: list[tuple[float, int, float]] = []
+        self._sweep_handle: asyncio.TimerHandle | None = None
+        self._sweep_at = math.inf
         self._tasks: set[asyncio.Task[None]] = set()
         self._out: list[Body] = []
         self._flush_scheduled = False
@@ -119,6 +127,10 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         error = RemotingClosedError(f"connection to {self.remote_addr} closed" + (f": {exc}" if exc else ""))
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
+        self._deadlines = []
         pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
@@ -178,12 +190,11 @@ class Connection(asyncio.Protocol):
         fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
         opaque = cmd.opaque
         self._pending[opaque] = fut
-        timer = self._loop.call_later(timeout, self._expire, opaque, timeout)
+        self._add_deadline(opaque, timeout)
         try:
             self.send(cmd)
             return await fut
         finally:
-            timer.cancel()
             self._pending.pop(opaque, None)
 
     async def oneway(self, cmd: RemotingCommand) -> None:
@@ -241,12 +252,41 @@ class Connection(asyncio.Protocol):
             if not fut.done():
                 fut.set_result(None)
 
-    def _expire(self, opaque: int, timeout: float) -> None:
-        fut = self._pending.pop(opaque, None)
-        if fut is not None and not fut.done():
-            fut.set_exception(
-                RemotingTimeoutError(f"no response from {self.remote_addr} within {timeout * 1000:.0f} ms")
-            )
+    def _add_deadline(self, opaque: int, timeout: float) -> None:
+        deadline = self._loop.time() + timeout
+        deadlines = self._deadlines
+        if len(deadlines) > 2 * len(self._pending) + 1024:
+            pending = self._pending
+            self._deadlines = deadlines = [d for d in deadlines if d[1] in pending]
+            heapq.heapify(deadlines)
+        heapq.heappush(deadlines, (deadline, opaque, timeout))
+        if deadline < self._sweep_at:
+            self._schedule_sweep(deadline)
+
+    def _schedule_sweep(self, when: float) -> None:
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+        self._sweep_at = when
+        self._sweep_handle = self._loop.call_at(when, self._sweep)
+
+    def _sweep(self) -> None:
+        """Fail every request whose deadline has passed, then wait for the next deadline."""
+        self._sweep_handle = None
+        self._sweep_at = math.inf
+        now = self._loop.time()
+        deadlines = self._deadlines
+        pending = self._pending
+        while deadlines and deadlines[0][0] <= now:
+            _, opaque, timeout = heapq.heappop(deadlines)
+            fut = pending.pop(opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(
+                    RemotingTimeoutError(f"no response from {self.remote_addr} within {timeout * 1000:.0f} ms")
+                )
+        while deadlines and deadlines[0][1] not in pending:
+            heapq.heappop(deadlines)  # answered requests: nothing to wait for
+        if deadlines:
+            self._schedule_sweep(deadlines[0][0])
 
     def _complete(self, response: RemotingCommand) -> None:
         fut = self._pending.pop(response.opaque, None)

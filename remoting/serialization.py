@@ -211,14 +211,22 @@ def encode_msgpack_header(cmd: RemotingCommand) -> bytes:
     return _packb(header)  # type: ignore[no-any-return]
 
 
+_unpackb = msgpack.unpackb
+
+
 def decode_msgpack_header(data: bytes) -> RemotingCommand:
     try:
-        header = msgpack.unpackb(data, raw=False, use_list=True)
+        header = _unpackb(data, raw=False, use_list=False)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise ProtocolError(f"undecodable msgpack header: {exc}") from None
-    if not isinstance(header, list) or len(header) != 7:
+    if type(header) is not tuple or len(header) != 7:
         raise ProtocolError("msgpack header must be a 7-element array")
     code, language, version, opaque, flag, remark, ext = header
+    if type(code) is int and type(language) is int and type(version) is int and type(opaque) is int \
+            and type(flag) is int and (remark is None or type(remark) is str):
+        # The hot path: what our own SDK and servers write. Anything else gets the checked path below.
+        return RemotingCommand(code, opaque=opaque, flag=flag, remark=remark, ext_fields=_coerce_ext_fields(ext),
+                               language=language, version=version, serialize_type=SerializeType.MSGPACK)
     fields = {"code": code, "language": language, "version": version, "opaque": opaque, "flag": flag}
     return RemotingCommand(
         _int_field(fields, "code"),
