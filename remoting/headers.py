@@ -65,6 +65,37 @@ def _parser_for(hint: Any) -> Callable[[str], Any]:
     raise TypeError(f"unsupported header field type {hint!r}")
 
 
+_EMPTY: dict[str, str] = {}
+
+
+class _Missing(Exception):
+    """A required field is absent: the compiled decoder gives up and the checked path reports it."""
+
+
+def _compile_decoder(cls: type, specs: tuple[_Spec, ...]) -> Callable[[dict[str, str]], Any]:
+    """Generate ``decode(fields)`` for one header class: one ``get`` and one conversion per field, no loop.
+
+    Optional fields keep their dataclass default when absent (passed by keyword only when present is not
+    needed: every field is passed, absent ones as their default)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    namespace: dict[str, Any] = {"cls": cls, "_Missing": _Missing, "_parse_bool": _parse_bool}
+    lines = ["def decode(fields):", "    get = fields.get"]
+    args = []
+    for i, spec in enumerate(specs):
+        var = f"v{i}"
+        conv = {int: f"int({var})", _parse_bool: f"_parse_bool({var})", str: var}[spec.parse]
+        lines.append(f"    {var} = get({spec.key!r})")
+        if spec.required:
+            lines.append(f"    if {var} is None: raise _Missing")
+            args.append(conv)
+        else:
+            namespace[f"d{i}"] = defaults[spec.attr]
+            args.append(f"d{i} if {var} is None else {conv}")
+    lines.append(f"    return cls({', '.join(args)})")
+    exec("\n".join(lines), namespace)
+    return namespace["decode"]  # type: ignore[no-any-return]
+
+
 class CommandHeader:
     """Base of typed headers; subclasses are ``@dataclass(frozen=True, slots=True)``."""
 
@@ -90,8 +121,22 @@ class CommandHeader:
 
     @classmethod
     def from_fields(cls, fields: dict[str, str] | None) -> Self:
-        """Decode from ``extFields``; missing required fields and bad numbers raise InvalidHeaderError."""
-        fields = fields or {}
+        """Decode from ``extFields``; missing required fields and bad numbers raise InvalidHeaderError.
+
+        Runs a straight-line decoder compiled once per class (the send and pull paths decode a header
+        per message); on any problem it falls back to the checked loop, which names the bad field.
+        """
+        decoder = cls.__dict__.get("_decoder_cache")
+        if decoder is None:
+            decoder = _compile_decoder(cls, cls._field_specs())
+            type.__setattr__(cls, "_decoder_cache", decoder)
+        try:
+            return decoder(fields or _EMPTY)  # type: ignore[no-any-return]
+        except (ValueError, TypeError, AttributeError, _Missing):
+            return cls._from_fields_checked(fields or _EMPTY)
+
+    @classmethod
+    def _from_fields_checked(cls, fields: dict[str, str]) -> Self:
         kwargs: dict[str, Any] = {}
         for spec in cls._field_specs():
             raw = fields.get(spec.key)
