@@ -231,7 +231,7 @@ def host_sys_flags(born_host: Buffer, store_host: Buffer) -> int:
 
 def message_id(store_host: bytes, physical_offset: int) -> str:
     """The offset message id (``msgId`` of a send response): hex of store host + physical offset."""
-    return (store_host + INT64.pack(physical_offset)).hex().upper()
+    return store_host.hex().upper() + f"{physical_offset:016X}"
 
 
 def decode_message_id(msg_id: str) -> tuple[str, int, int]:

@@ -115,6 +115,8 @@ class AppendMessageResult:
     @property
     def msg_id(self) -> str:
         """Offset message id(s), comma-separated for a batch (what RocketMQ's send response carries)."""
+        if self._record_offsets is None:
+            return message_id(self._store_host, self.wrote_offset)  # one record: no list on the hot path
         return ",".join(self.msg_ids)
 
     def __repr__(self) -> str:
