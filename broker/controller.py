@@ -138,7 +138,7 @@ class BrokerController:
     def _register_processors(self, store: MessageStore) -> None:
         handlers: dict[int, Handler] = {}
         send = SendMessageProcessor(
-            replica=self.ha_service if self.config.broker_role is BrokerRole.SYNC_MASTER else None,
+            replica=self.ha_service if self.config.broker_role is BrokerRole.SYNC_MASTER else None, groups=self.groups,
             store=store, topics=self.topics, broker_name=self.config.broker_name,
             cluster_name=self.config.broker_cluster_name, broker_addr=lambda: self.addr,
             is_slave=self.config.broker_role is BrokerRole.SLAVE,

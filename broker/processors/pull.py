@@ -85,7 +85,10 @@ class PullMessageProcessor:
             self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self._read(h, message_filter)
         suspend = h.sys_flag & FLAG_SUSPEND and h.suspend_timeout_millis > 0
-        if result.status is GetMessageStatus.OFFSET_OVERFLOW_ONE and suspend and self.hold.has_room():
+        # Every "not found" is parked, as RocketMQ does: the queue's end (OFFSET_OVERFLOW_ONE) and a queue
+        # never written to yet, pulled at 0.
+        if suspend and self._map_status(h, result)[0] == ResponseCode.PULL_NOT_FOUND and self.hold.has_room():
+            result.release()
             return self._suspend(req, h, message_filter)
         return self._respond(req, h, result)
 

@@ -14,14 +14,20 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from broker.metadata import SubscriptionGroupManager
 from broker.status import put_status_to_response
-from broker.topic_manager import TopicConfigManager, validate_topic
+from broker.topic_manager import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TopicConfigManager,
+    validate_topic,
+)
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
 from remoting.errors import InvalidHeaderError
 from remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
-from remoting.route import PERM_WRITE
+from remoting.route import PERM_READ, PERM_WRITE
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import MessageStore
 from store.record import MAX_PROPERTIES_LENGTH, MessageConst, MessageSysFlag, encode_host, join_properties
@@ -45,6 +51,14 @@ class ReplicaWaiter(Protocol):
     def wait_for_replica(self, end_offset: int) -> Awaitable[PutMessageStatus]: ...
 
     def has_room(self) -> bool: ...
+
+
+def strip_property(properties: str, name: str) -> str:
+    """``properties`` without the property ``name``."""
+    marker = name + "\x01"
+    if marker not in properties:
+        return properties
+    return "\x02".join(p for p in properties.split("\x02") if p and not p.startswith(marker))
 
 
 def strip_wait(properties: str) -> tuple[str, bool]:
@@ -72,6 +86,7 @@ class SendMessageProcessor:
         region_id: str,
         trace_on: bool,
         replica: ReplicaWaiter | None = None,
+        groups: SubscriptionGroupManager | None = None,
         on_stored: Callable[[str, int, int], None] | None = None,
     ) -> None:
         self.store = store
@@ -81,6 +96,7 @@ class SendMessageProcessor:
         self.is_slave = is_slave
         self.broker_permission = broker_permission
         self.replica = replica
+        self.groups = groups
         self.on_stored = on_stored
         self._cluster_property = f"{MessageConst.CLUSTER}\x01{cluster_name}"
         self._extra_fields = {"MSG_REGION": region_id, "TRACE_ON": "true" if trace_on else "false"}
@@ -100,15 +116,20 @@ class SendMessageProcessor:
         refusal = self._check(req, header, conn)
         if refusal is not None:
             return refusal
+        topic = header.topic
+        dead_letter = self._is_dead_letter(header)
+        if dead_letter:
+            topic = DLQ_GROUP_TOPIC_PREFIX + header.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            self.topics.create_system_topic(topic, 1, PERM_READ | PERM_WRITE)
         topic_config = self.topics.select_or_create_for_send(
-            header.topic, header.default_topic, header.default_topic_queue_nums, conn.remote_addr
+            topic, header.default_topic, header.default_topic_queue_nums, conn.remote_addr
         )
         if topic_config is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST,
                                 f"topic[{header.topic}] not exist, apply first please!")
         if not topic_config.perm & PERM_WRITE:
             return req.response(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden")
-        queue_id = header.queue_id
+        queue_id = 0 if dead_letter else header.queue_id
         limit = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
         if queue_id >= limit:
             return req.response(ResponseCode.SYSTEM_ERROR,
@@ -119,13 +140,15 @@ class SendMessageProcessor:
         if not body:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
         properties, wait = strip_wait(header.properties or "")
+        if dead_letter:
+            properties = strip_property(properties, "DELAY")  # a dead letter is not rescheduled
         if req.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return self._put_batch(req, header, body, queue_id, properties, wait, conn)
         properties = join_properties(properties, self._cluster_property)
         if len(properties.encode()) > MAX_PROPERTIES_LENGTH:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message properties are longer than 32767 bytes")
         msg = MessageExtBrokerInner(
-            topic=header.topic, body=body, queue_id=queue_id, flag=header.flag, properties=properties,
+            topic=topic, body=body, queue_id=queue_id, flag=header.flag, properties=properties,
             sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self._born_host(conn),
             reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
         )
@@ -158,6 +181,18 @@ class SendMessageProcessor:
         if MessageSysFlag.transaction_type(header.sys_flag) == MessageSysFlag.TRANSACTION_PREPARED_TYPE:
             return req.response(ResponseCode.NO_PERMISSION, "transactional (prepared) messages are not supported")
         return None
+
+    def _is_dead_letter(self, header: SendHeader) -> bool:
+        """A message produced to ``%RETRY%<group>`` that has been reconsumed its group's maximum number of
+        times goes to ``%DLQ%<group>`` instead (RocketMQ's handleRetryAndDLQ; the SDK's fallback path when
+        CONSUMER_SEND_MSG_BACK fails relies on it)."""
+        if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return False
+        max_times = header.max_reconsume_times
+        if max_times is None:
+            group = self.groups.find_or_create(header.topic[len(RETRY_GROUP_TOPIC_PREFIX):]) if self.groups else None
+            max_times = group.retry_max_times if group is not None else 16
+        return (header.reconsume_times or 0) >= max_times
 
     def _born_host(self, conn: Connection) -> bytes:
         host = self._born_hosts.get(conn)
