@@ -9,6 +9,7 @@ import sys
 #: sub-command -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
 WORKLOADS = {
     "store": ("benchmarks.store_bench", "message store appends: ASYNC/SYNC flush, single and batch"),
+    "consume": ("benchmarks.consume_bench", "push-consumer backlog TPS and end-to-end latency under a steady load"),
     "ha": ("benchmarks.ha_bench", "SYNC_MASTER beside ASYNC_MASTER with a slave: TPS, latency, replication lag"),
     "produce": ("benchmarks.produce_bench", "producer throughput and latency through the SDK: sync/async/oneway/batch"),
 }

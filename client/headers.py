@@ -29,7 +29,8 @@ copy and five stores instead of a dataclass and a conversion per field.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from remoting.codes import RequestCode
 from remoting.headers import (
@@ -122,11 +123,14 @@ class SendHeaderTemplate:
             ext[self._k_max_reconsume] = max_reconsume_times
 
 
-def heartbeat_body(client_id: str, producer_groups: Iterable[str]) -> bytes:
-    """HEART_BEAT (34) body of a producer-only client, as JSON (every broker reads that)."""
+def heartbeat_body(
+    client_id: str, producer_groups: Iterable[str], consumer_data: Iterable[Mapping[str, Any]] = ()
+) -> bytes:
+    """HEART_BEAT (34) body, as JSON (every broker reads that): the producer groups, and one
+    ``consumerDataSet`` entry per consumer group (:func:`client.subscription.consumer_data_json`)."""
     data = {
         "clientID": client_id,
-        "consumerDataSet": [],
+        "consumerDataSet": [dict(entry) for entry in consumer_data],
         "producerDataSet": [{"groupName": group} for group in producer_groups],
     }
     return json.dumps(data, separators=(",", ":")).encode()

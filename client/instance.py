@@ -29,8 +29,21 @@ in place: a new route gives new objects.
 A new master address seen in a route gets a heartbeat at once, so a broker knows the producer from its
 first send on; at shutdown every master gets ``UNREGISTER_CLIENT`` before the connections close.
 
+Consumers (reference §8, §5.4) register on the same instance (:meth:`MQClientInstance.register_consumer`):
+
+* heartbeats then carry each consumer group's ``consumerDataSet`` entry (its subscriptions) and go to
+  *every* broker address of the routes held, slaves included (a consumer may pull from a slave, and the
+  slave must know the group's subscription); a producer-only instance heartbeats masters only;
+* the route poll also refreshes each subscribed topic (``%RETRY%<group>`` included) without the ``TBW102``
+  fallback, since a consumer has nothing to read from a topic that does not exist;
+* a broker's ``NOTIFY_CONSUMER_IDS_CHANGED`` (40) asks the named group's consumer to rebalance at once;
+* ``broker_addr_table`` (broker name → broker id → address) answers
+  :meth:`~MQClientInstance.find_broker_address_in_subscribe`, which consumers use to follow the broker's
+  ``suggestWhichBrokerId`` and to fall back to any live member of a broker group whose master is down.
+
 Instances are shared through :func:`acquire_instance`, keyed by the running loop and the
-:class:`ClientConfig`; each producer registers its group and the last one out shuts the instance down.
+:class:`ClientConfig`; each producer and consumer registers its group and the last one out shuts the
+instance down.
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ import os
 import random
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -53,11 +66,13 @@ from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.errors import PocketMQError, RemotingConnectError, RemotingError, error_for_response
-from remoting.headers import GetRouteInfoRequestHeader
+from remoting.headers import ConsumerGroupRequestHeader, GetRouteInfoRequestHeader
 from remoting.route import MASTER_ID, BodyDecodeError, TopicRouteData, decode_route
 
 __all__ = [
     "ClientConfig",
+    "ConsumerRegistration",
+    "FindBrokerResult",
     "MQClientInstance",
     "acquire_instance",
     "parse_namesrv_addr",
@@ -72,6 +87,36 @@ DEFAULT_NAMESRV_ADDR = "127.0.0.1:9876"
 #: Topics whose routes an instance keeps; beyond it the topic published longest ago is forgotten (and looked
 #: up again if it is used again).
 MAX_TOPICS = 65536
+#: A broker asked for an extra heartbeat (it did not know our group) gets one at most this often (s).
+MIN_EXTRA_HEARTBEAT_INTERVAL = 1.0
+
+
+class ConsumerRegistration(Protocol):
+    """What the instance needs from a registered consumer."""
+
+    def consumer_data(self) -> dict[str, Any]:
+        """The group's ``consumerDataSet`` entry for heartbeats (:func:`client.subscription.consumer_data_json`)."""
+        ...
+
+    def subscribed_topics(self) -> Iterable[str]:
+        """Topics whose routes the instance must keep fresh (``%RETRY%<group>`` included)."""
+        ...
+
+    def rebalance_soon(self) -> None:
+        """Rebalance at once (the broker said the group's membership changed)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FindBrokerResult:
+    """A broker address for a consumer request; ``slave`` when it is not the master (id 0)."""
+
+    addr: str
+    broker_id: int
+
+    @property
+    def slave(self) -> bool:
+        return self.broker_id != MASTER_ID
 
 
 def parse_namesrv_addr(addr: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -131,10 +176,15 @@ class MQClientInstance:
         self.publish_table: dict[str, TopicPublishInfo] = {}
         #: broker name → master address, from every route we hold. Never replaced, only updated.
         self.master_table: dict[str, str] = {}
+        #: broker name → broker id → address, from every route we hold (consumers read slaves too).
+        self.broker_addr_table: dict[str, dict[int, str]] = {}
         self.route_table: dict[str, TopicRouteData] = {}
         self._from_default: set[str] = set()
         self._groups: dict[str, object] = {}
+        self._consumers: dict[str, ConsumerRegistration] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._refreshing_sub: dict[str, asyncio.Task[None]] = {}
+        self._extra_heartbeats: dict[str, float] = {}
         self._last_on_demand: dict[str, float] = {}
         self._heartbeated: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -143,6 +193,7 @@ class MQClientInstance:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self.log = log.bind(client_id=self.client_id)
+        self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -196,12 +247,52 @@ class MQClientInstance:
         addrs = sorted(set(self.master_table.values()))
         if addrs:
             await asyncio.gather(*(self._unregister_client(addr, header) for addr in addrs))
-        if not self._groups:
+        if not self._groups and not self._consumers:
             await self.shutdown()
 
     @property
     def producer_groups(self) -> list[str]:
         return list(self._groups)
+
+    def register_consumer(self, group: str, consumer: ConsumerRegistration) -> None:
+        """Add a consumer group: heartbeats announce it (to every broker, slaves included) and its topics'
+        routes are kept fresh. One consumer per group per instance."""
+        if self._closed:
+            raise MQClientError("the client instance is shut down")
+        if group in self._consumers:
+            raise MQClientError(
+                f"the consumer group {group} has already been created in this client instance; "
+                "use another group or another instance_name"
+            )
+        self._consumers[group] = consumer
+
+    async def unregister_consumer(self, group: str) -> None:
+        """Tell every broker the group's client is gone (UNREGISTER_CLIENT), so the others rebalance at once;
+        shut down when no group is left."""
+        if self._consumers.pop(group, None) is None:
+            return
+        header = UnregisterClientRequestHeader(self.client_id, consumer_group=group).to_fields()
+        addrs = self.all_broker_addrs()
+        if addrs:
+            await asyncio.gather(*(self._unregister_client(addr, header) for addr in addrs))
+        if not self._groups and not self._consumers:
+            await self.shutdown()
+
+    @property
+    def consumer_groups(self) -> list[str]:
+        return list(self._consumers)
+
+    def _on_consumer_ids_changed(self, request: RemotingCommand, conn: Connection) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (40), pushed by a broker: rebalance the group now (no answer)."""
+        try:
+            group = ConsumerGroupRequestHeader.from_command(request).consumer_group
+        except PocketMQError:
+            group = ""
+        consumer = self._consumers.get(group)
+        targets = [consumer] if consumer is not None else list(self._consumers.values())
+        self.log.info("consumer_ids_changed", group=group, peer=conn.remote_addr)
+        for target in targets:
+            target.rebalance_soon()
 
     # -- routes -----------------------------------------------------------------------------------------
 
@@ -244,6 +335,56 @@ class MQClientInstance:
             self._last_on_demand.clear()
         self._last_on_demand[topic] = now
         self._refresh_task(topic)
+
+    async def refresh_subscribed_topic(self, topic: str, timeout: float) -> None:
+        """Fetch a consumed topic's route now (or join the fetch running), without the ``TBW102`` fallback."""
+        if self._closed:
+            raise MQClientError("the client instance is shut down")
+        task = self._subscribed_refresh_task(topic)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            raise NoNameServerError(
+                f"route lookup of {topic} did not finish within {timeout * 1000:.0f} ms"
+            ) from None
+
+    def request_refresh_subscribed(self, topic: str) -> None:
+        """Refresh a consumed topic's route in the background, at most every ``min_refresh_interval``."""
+        if self._closed or self._loop is None:
+            return
+        now = self._loop.time()
+        key = "\x00" + topic  # its own rate limit, apart from the producer's on-demand refreshes
+        last = self._last_on_demand.get(key)
+        if last is not None and now - last < self.config.min_refresh_interval:
+            return
+        if len(self._last_on_demand) >= MAX_TOPICS:
+            self._last_on_demand.clear()
+        self._last_on_demand[key] = now
+        self._subscribed_refresh_task(topic)
+
+    def _subscribed_refresh_task(self, topic: str) -> asyncio.Task[None]:
+        task = self._refreshing_sub.get(topic)
+        if task is None:
+            task = self._spawn(self._update_subscribed_topic(topic))
+            self._refreshing_sub[topic] = task
+
+            def done(t: asyncio.Task[None]) -> None:
+                if self._refreshing_sub.get(topic) is t:
+                    del self._refreshing_sub[topic]
+
+            task.add_done_callback(done)
+        return task
+
+    async def _update_subscribed_topic(self, topic: str) -> None:
+        route = await self.fetch_route(topic, self.config.namesrv_timeout)
+        if route is not None:
+            self._apply_route(topic, route, from_default=False)
+
+    def subscribe_route(self, topic: str) -> TopicRouteData | None:
+        """The topic's own route (never one derived from ``TBW102``), or ``None``."""
+        if topic in self._from_default:
+            return None
+        return self.route_table.get(topic)
 
     def is_from_default_route(self, topic: str) -> bool:
         """Whether the topic is published on ``TBW102``'s brokers because it has no route of its own yet."""
@@ -294,6 +435,18 @@ class MQClientInstance:
         self.log.info("topic_route_updated", topic=topic, from_default=from_default,
                       queues=len(info.message_queues), brokers=sorted(info.broker_names))
         self._merge_masters(route)
+        if not from_default:
+            self._route_changed_for_consumers(topic)
+
+    def _route_changed_for_consumers(self, topic: str) -> None:
+        """A consumed topic's route changed (queues or brokers came or went): its consumers rebalance now
+        rather than at their next periodic rebalance."""
+        for group, consumer in list(self._consumers.items()):
+            try:
+                if topic in consumer.subscribed_topics():
+                    consumer.rebalance_soon()
+            except Exception:
+                self.log.exception("rebalance_request_failed", group=group)
 
     def _forget_topic(self, topic: str) -> None:
         self.route_table.pop(topic, None)
@@ -302,31 +455,89 @@ class MQClientInstance:
         self._last_on_demand.pop(topic, None)
 
     def _merge_masters(self, route: TopicRouteData) -> None:
-        """Take the masters of a route just fetched (it is the freshest word on them); heartbeat new ones."""
+        """Take the brokers of a route just fetched (it is the freshest word on them); heartbeat new ones.
+
+        A broker group's member list is replaced as a whole: a master the name server dropped (it is down)
+        must not linger in ``broker_addr_table``, or consumers would keep trying it instead of the slave.
+        (``master_table`` keeps its entry until the next poll, as the producer has always relied on.)
+        """
         for broker in route.broker_datas:
             addr = broker.broker_addrs.get(MASTER_ID)
             if addr:
                 self.master_table[broker.broker_name] = addr
-        self._heartbeat_new_masters()
+            if broker.broker_addrs:
+                self.broker_addr_table[broker.broker_name] = dict(broker.broker_addrs)
+        self._heartbeat_new_brokers()
 
     def _rebuild_master_table(self) -> None:
-        """Masters from every route held, dropping brokers no route names any more (after each route poll)."""
+        """Masters (and all members) from every route held, dropping brokers no route names any more
+        (after each route poll)."""
         masters: dict[str, str] = {}
+        members: dict[str, dict[int, str]] = {}
         for route in self.route_table.values():
             for broker in route.broker_datas:
                 addr = broker.broker_addrs.get(MASTER_ID)
                 if addr:
                     masters[broker.broker_name] = addr
+                if broker.broker_addrs:
+                    members.setdefault(broker.broker_name, {}).update(broker.broker_addrs)
         if masters != self.master_table:
             self.master_table.clear()
             self.master_table.update(masters)
-        self._heartbeat_new_masters()
+        if members != self.broker_addr_table:
+            self.broker_addr_table.clear()
+            self.broker_addr_table.update(members)
+        self._heartbeat_new_brokers()
 
-    def _heartbeat_new_masters(self) -> None:
-        new = set(self.master_table.values()) - self._heartbeated
-        if new and self._groups and not self._closed:
+    def _heartbeat_targets(self) -> set[str]:
+        """Masters for a producer-only instance; every known broker address once a consumer is registered."""
+        if self._consumers:
+            return set(self.all_broker_addrs())
+        return set(self.master_table.values())
+
+    def _heartbeat_new_brokers(self) -> None:
+        new = self._heartbeat_targets() - self._heartbeated
+        if new and (self._groups or self._consumers) and not self._closed:
             self._heartbeated.update(new)  # claimed now; a failed heartbeat un-claims it (see _heartbeat)
             self._spawn(self._heartbeat_all(sorted(new)))
+
+    def all_broker_addrs(self) -> list[str]:
+        """Every broker address (masters and slaves) of the routes held, sorted."""
+        return sorted({addr for members in self.broker_addr_table.values() for addr in members.values()})
+
+    def find_broker_address_in_subscribe(
+        self, broker_name: str, broker_id: int = MASTER_ID, *, only_this_broker: bool = False,
+        skip: Iterable[str] = (),
+    ) -> FindBrokerResult | None:
+        """Where a consumer should send a request for ``broker_name`` (Java's
+        ``findBrokerAddressInSubscribe``): the member ``broker_id``; else, for a slave id, the next id; else
+        (unless ``only_this_broker``) any member, the master first. Addresses in ``skip`` (recently
+        unreachable) are passed over while another member is left."""
+        members = self.broker_addr_table.get(broker_name)
+        if not members:
+            return None
+        skipped = set(skip)
+        candidates = [broker_id]
+        if broker_id != MASTER_ID:
+            candidates.append(broker_id + 1)
+        for candidate in candidates:
+            addr = members.get(candidate)
+            if addr is not None and addr not in skipped:
+                return FindBrokerResult(addr, candidate)
+        if only_this_broker:
+            addr = members.get(broker_id)
+            return FindBrokerResult(addr, broker_id) if addr is not None else None
+        ordered = sorted(members.items())
+        for member_id, addr in ordered:
+            if addr not in skipped:
+                return FindBrokerResult(addr, member_id)
+        member_id, addr = ordered[0]  # all of them were unreachable lately: try anyway
+        return FindBrokerResult(addr, member_id)
+
+    def find_broker_address_in_admin(self, broker_name: str) -> FindBrokerResult | None:
+        """The master of ``broker_name``, else any member (offset commits and queries when the master is
+        down go to a slave, reference §5.4)."""
+        return self.find_broker_address_in_subscribe(broker_name, MASTER_ID)
 
     async def fetch_route(self, topic: str, timeout: float) -> TopicRouteData | None:
         """GET_ROUTEINFO_BY_TOPIC to the sticky name server, then the others round-robin on failure.
@@ -400,13 +611,40 @@ class MQClientInstance:
     # -- heartbeats -------------------------------------------------------------------------------------
 
     async def send_heartbeat_to_all(self) -> int:
-        """Heartbeat every known master now; returns how many answered SUCCESS."""
-        return await self._heartbeat_all(sorted(set(self.master_table.values())))
+        """Heartbeat every target now (masters; all brokers once a consumer is registered); returns how many
+        answered SUCCESS."""
+        return await self._heartbeat_all(sorted(self._heartbeat_targets()))
+
+    def request_heartbeat_all(self) -> None:
+        """Heartbeat every target soon (a consumer's subscriptions changed)."""
+        if self._closed or self._loop is None:
+            return
+        self._spawn(self.send_heartbeat_to_all())
+
+    def request_heartbeat(self, addr: str) -> None:
+        """Heartbeat one broker soon (it answered that it does not know our group, e.g. after a restart);
+        at most once per :data:`MIN_EXTRA_HEARTBEAT_INTERVAL` per broker."""
+        if self._closed or self._loop is None:
+            return
+        now = self._loop.time()
+        last = self._extra_heartbeats.get(addr)
+        if last is not None and now - last < MIN_EXTRA_HEARTBEAT_INTERVAL:
+            return
+        if len(self._extra_heartbeats) >= MAX_TOPICS:
+            self._extra_heartbeats.clear()
+        self._extra_heartbeats[addr] = now
+        self._spawn(self._heartbeat_all([addr]))
 
     async def _heartbeat_all(self, addrs: list[str]) -> int:
-        if not addrs or not self._groups:
+        if not addrs or not (self._groups or self._consumers):
             return 0
-        body = heartbeat_body(self.client_id, self._groups)
+        consumer_data = []
+        for group, consumer in list(self._consumers.items()):
+            try:
+                consumer_data.append(consumer.consumer_data())
+            except Exception:  # a consumer's bug must not stop the heartbeats of the others
+                self.log.exception("consumer_data_failed", group=group)
+        body = heartbeat_body(self.client_id, self._groups, consumer_data)
         results = await asyncio.gather(*(self._heartbeat(addr, body) for addr in addrs))
         return sum(results)
 
@@ -443,11 +681,29 @@ class MQClientInstance:
 
     # -- services ---------------------------------------------------------------------------------------
 
+    def subscribed_topics(self) -> set[str]:
+        """Every topic a registered consumer reads."""
+        topics: set[str] = set()
+        for group, consumer in list(self._consumers.items()):
+            try:
+                topics.update(consumer.subscribed_topics())
+            except Exception:
+                self.log.exception("subscribed_topics_failed", group=group)
+        return topics
+
     async def refresh_all_routes(self) -> None:
-        """Refresh every published topic once, then rebuild the master table (what the poll service does)."""
-        for topic in list(self.publish_table):
+        """Refresh every published and subscribed topic once, then rebuild the broker tables (what the poll
+        service does). A topic both published and consumed takes the producer's path (which keeps a real
+        route and falls back to ``TBW102`` only while it has none); consumers ignore derived routes."""
+        published = list(self.publish_table)
+        for topic in published:
             try:
                 await self.refresh_topic(topic, self.config.namesrv_timeout)
+            except PocketMQError as exc:
+                self.log.warning("route_poll_failed", topic=topic, error=str(exc))
+        for topic in sorted(self.subscribed_topics() - set(published)):
+            try:
+                await self.refresh_subscribed_topic(topic, self.config.namesrv_timeout)
             except PocketMQError as exc:
                 self.log.warning("route_poll_failed", topic=topic, error=str(exc))
         self._rebuild_master_table()

@@ -16,6 +16,26 @@ a slot within its send timeout, else gets :class:`~remoting.errors.BufferFullErr
 Callbacks of ``send_async`` and the futures' done-callbacks run on the producer's loop thread: keep them
 short. Calling a blocking method of the producer from that thread would wait on itself, so it raises
 ``RuntimeError`` instead. ``shutdown()`` shuts the asyncio producer down, stops the loop and joins the thread.
+
+The consumers work the same way: ``client.sync.PushConsumer`` and ``client.sync.PullConsumer`` each own a
+loop thread running the asyncio consumer::
+
+    def handle(msg: MessageExt) -> ConsumeResult:       # a plain function
+        ...
+        return ConsumeResult.SUCCESS
+
+    with PushConsumer("my-group", namesrv_addr="127.0.0.1:9876") as consumer:   # started on __enter__
+        ...
+
+    consumer = PushConsumer("my-group", namesrv_addr="127.0.0.1:9876", start=False)
+    consumer.subscribe("TopicTest", "TagA")
+    consumer.register_handler(handle)
+    consumer.start()
+
+A push consumer's handler runs in a thread pool of ``consume_thread_max`` threads (default 20), never on
+the loop thread, so a handler may block; the asyncio consumer never has more handlers in flight than that,
+so the pool's queue stays empty. At shutdown, handlers still running after the grace period are abandoned
+(their messages are not acknowledged and come again); their threads finish on their own.
 """
 
 from __future__ import annotations
@@ -23,19 +43,30 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
 import uvloop
 
+from client.consume_pull import PullResult
+from client.consume_types import ConsumeResult
+from client.consumer_api import ConsumerStateError
 from client.errors import ProducerStateError
-from client.message import Message, SendResult
+from client.message import Message, MessageQueue, SendResult
 from client.producer import MessageQueueSelector, SendCallback
 from client.producer import Producer as AsyncProducer
+from client.pull_consumer import BROKER_SUSPEND_MAX, PULL_RPC_MARGIN
+from client.pull_consumer import PullConsumer as AsyncPullConsumer
+from client.pull_decode import MessageExt
+from client.push_consumer import PushConsumer as AsyncPushConsumer
 from remoting.errors import BufferFullError
 
-__all__ = ["CALL_MARGIN", "Producer"]
+__all__ = ["CALL_MARGIN", "BlockingBatchHandler", "BlockingHandler", "Producer", "PullConsumer", "PushConsumer"]
+
+#: A push consumer's handler for the blocking facade: a plain function (None counts as SUCCESS).
+BlockingHandler = Callable[[MessageExt], ConsumeResult | None]
+BlockingBatchHandler = Callable[[list[MessageExt]], ConsumeResult | None]
 
 T = TypeVar("T")
 
@@ -266,3 +297,269 @@ def _deliver(callback: SendCallback, future: concurrent.futures.Future[SendResul
         return
     exc = future.exception()
     callback(None, exc) if exc is not None else callback(future.result(), None)
+
+
+# -- consumers ------------------------------------------------------------------------------------------------
+
+
+class _LoopThread:
+    """A uvloop event loop on a daemon thread, and blocking calls into it (what the consumer facades share)."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = uvloop.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._lock = threading.Lock()
+        self.started = False
+        self.stopped = False
+
+    def start(self) -> None:
+        with self._lock:
+            if self.stopped:
+                raise ConsumerStateError("the consumer has been shut down; create a new one")
+            if self.started:
+                return
+            self._thread.start()
+            self.started = True
+
+    def call(self, coro: Coroutine[Any, Any, T], wait: float) -> T:
+        """Run ``coro`` on the loop and wait for it at most ``wait`` seconds (then :class:`TimeoutError`)."""
+        try:
+            if threading.current_thread() is self._thread:
+                raise RuntimeError("blocking consumer methods cannot be called from the consumer's own loop thread")
+            if not self.started or self.loop.is_closed():
+                raise ConsumerStateError("the consumer is not running")
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except BaseException:
+            coro.close()
+            raise
+        try:
+            return future.result(wait)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the consumer's loop did not finish the call within {wait:.1f} s") from None
+
+    def stop(self, wait: float) -> None:
+        with self._lock:
+            self.stopped = True
+            started = self.started
+        if not started:
+            self.loop.close()
+            return
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(wait)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the consumer's loop thread did not stop within {wait:.1f} s")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+
+class PushConsumer:
+    """Blocking twin of :class:`client.push_consumer.PushConsumer`; takes the same keyword arguments.
+
+    ``start`` (default false here, since a handler and subscriptions come first) starts it in the
+    constructor; ``with PushConsumer(...) as c`` starts it on entry. Handlers are plain functions run in a
+    pool of ``consume_thread_max`` threads (see the module docstring).
+    """
+
+    def __init__(self, group: str, *, start: bool = False, **kwargs: Any) -> None:
+        self._consumer = AsyncPushConsumer(group, **kwargs)
+        self.group = self._consumer.group
+        self._runner = _LoopThread(f"pocketmq-push-consumer-{group}")
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self._consumer.consume_thread_max, thread_name_prefix=f"pocketmq-consume-{group}")
+        if start:
+            self.start()
+
+    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+        """As :meth:`client.push_consumer.PushConsumer.subscribe` (before or after start)."""
+        if self._runner.started and not self._runner.stopped:
+            self._runner.call(self._in_loop(self._consumer.subscribe, topic, expression), CALL_MARGIN)
+        else:
+            self._consumer.subscribe(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        if self._runner.started and not self._runner.stopped:
+            self._runner.call(self._in_loop(self._consumer.unsubscribe, topic), CALL_MARGIN)
+        else:
+            self._consumer.unsubscribe(topic)
+
+    @staticmethod
+    async def _in_loop(fn: Callable[..., None], *args: Any) -> None:
+        fn(*args)
+
+    def register_handler(self, handler: BlockingHandler) -> None:
+        """A plain function called with one message, in the handler thread pool."""
+        executor = self._executor
+
+        async def run(msg: MessageExt) -> ConsumeResult | None:
+            return await asyncio.get_running_loop().run_in_executor(executor, handler, msg)
+
+        self._consumer.register_handler(run)
+
+    def register_batch_handler(self, handler: BlockingBatchHandler) -> None:
+        """A plain function called with up to ``consume_message_batch_max_size`` messages of one queue."""
+        executor = self._executor
+
+        async def run(msgs: list[MessageExt]) -> ConsumeResult | None:
+            return await asyncio.get_running_loop().run_in_executor(executor, handler, msgs)
+
+        self._consumer.register_batch_handler(run)
+
+    def start(self) -> None:
+        """Start the loop thread and the consumer (idempotent)."""
+        if self._runner.stopped:
+            raise ConsumerStateError("the consumer has been shut down; create a new one")
+        if self._runner.started:
+            return
+        self._runner.start()
+        try:
+            self._runner.call(self._consumer.start(), START_TIMEOUT + self._consumer.client_config.namesrv_timeout)
+        except BaseException:
+            self._runner.stop(START_TIMEOUT)
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            raise
+
+    def shutdown(self, grace: float | None = None) -> None:
+        """Shut the consumer down (running handlers get ``grace``, default ``shutdown_grace``), stop the loop
+        and the handler pool (without waiting for abandoned handlers)."""
+        if self._runner.stopped:
+            return
+        if not self._runner.started:
+            self._runner.stop(0)
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            return
+        grace_s = self._consumer.shutdown_grace if grace is None else grace
+        # grace for handlers, then commits and UNREGISTER_CLIENT (namesrv_timeout each, in parallel)
+        wait = grace_s + 3 * self._consumer.client_config.namesrv_timeout + CALL_MARGIN
+        try:
+            self._runner.call(self._consumer.shutdown(grace_s), wait)
+        finally:
+            self._runner.stop(wait)
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> PushConsumer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    @property
+    def async_consumer(self) -> AsyncPushConsumer:
+        """The asyncio consumer underneath (use it only from its loop: :attr:`loop`)."""
+        return self._consumer
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._runner.loop
+
+    @property
+    def assigned_queues(self) -> list[MessageQueue]:
+        return self._runner.call(self._in_loop_value(lambda: self._consumer.assigned_queues), CALL_MARGIN)
+
+    @staticmethod
+    async def _in_loop_value(fn: Callable[[], T]) -> T:
+        return fn()
+
+
+class PullConsumer:
+    """Blocking twin of :class:`client.pull_consumer.PullConsumer`; takes the same keyword arguments.
+
+    ``start`` (default true) starts the loop thread and the consumer in the constructor. Every call waits
+    at most its own timeout plus :data:`CALL_MARGIN`.
+    """
+
+    def __init__(self, group: str, *, start: bool = True, **kwargs: Any) -> None:
+        self._consumer = AsyncPullConsumer(group, **kwargs)
+        self.group = self._consumer.group
+        self._runner = _LoopThread(f"pocketmq-pull-consumer-{group}")
+        if start:
+            self.start()
+
+    @property
+    def _wait(self) -> float:
+        return self._consumer.client_config.namesrv_timeout * 2 + CALL_MARGIN
+
+    def start(self) -> None:
+        if self._runner.stopped:
+            raise ConsumerStateError("the consumer has been shut down; create a new one")
+        if self._runner.started:
+            return
+        self._runner.start()
+        try:
+            self._runner.call(self._consumer.start(), START_TIMEOUT)
+        except BaseException:
+            self._runner.stop(START_TIMEOUT)
+            raise
+
+    def shutdown(self) -> None:
+        if self._runner.stopped:
+            return
+        if not self._runner.started:
+            self._runner.stop(0)
+            return
+        try:
+            self._runner.call(self._consumer.shutdown(), self._wait)
+        finally:
+            self._runner.stop(self._wait)
+
+    def __enter__(self) -> PullConsumer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    @property
+    def async_consumer(self) -> AsyncPullConsumer:
+        return self._consumer
+
+    def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+        return self._runner.call(self._consumer.fetch_subscribe_message_queues(topic), self._wait)
+
+    def pull(self, mq: MessageQueue, subscription_expression: str | None, offset: int, max_nums: int = 32, *,
+             block: bool = False, timeout: float | None = None) -> PullResult:
+        """Blocking :meth:`client.pull_consumer.PullConsumer.pull`."""
+        if block:
+            budget = (BROKER_SUSPEND_MAX if timeout is None else timeout) + PULL_RPC_MARGIN
+        else:
+            budget = self._consumer.pull_timeout if timeout is None else timeout
+        return self._runner.call(
+            self._consumer.pull(mq, subscription_expression, offset, max_nums, block=block, timeout=timeout),
+            budget + self._wait)
+
+    def fetch_consume_offset(self, mq: MessageQueue) -> int:
+        return self._runner.call(self._consumer.fetch_consume_offset(mq), self._wait)
+
+    def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
+        self._runner.call(self._consumer.update_consume_offset(mq, offset), self._wait)
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._runner.call(self._consumer.min_offset(mq), self._wait)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._runner.call(self._consumer.max_offset(mq), self._wait)
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._runner.call(self._consumer.search_offset(mq, timestamp_ms), self._wait)
+
+    def send_message_back(self, msg: MessageExt, delay_level: int = 0, *, max_reconsume_times: int = 16) -> None:
+        self._runner.call(self._consumer.send_message_back(msg, delay_level, max_reconsume_times=max_reconsume_times),
+                          self._wait)
