@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/rmq-bench produce --mode sync --senders 1
 	$(BIN)/rmq-bench produce --mode sync
 	$(BIN)/rmq-bench produce --mode batch
+	$(BIN)/rmq-bench consume
 	$(BIN)/rmq-bench ha
 
 bench-store: $(STAMP)
