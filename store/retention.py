@@ -38,13 +38,12 @@ log = structlog.get_logger("pocketmq.store")
 
 
 def disk_usage_ratio(path: str) -> float:
-    """Used fraction (0..1) of the filesystem holding ``path``. Blocking (a statvfs)."""
+    """Used fraction (0..1) of the filesystem holding ``path``: (total - free) / total with the free blocks
+    of the whole filesystem, as RocketMQ computes it (Java's ``File.getFreeSpace``). Blocking (a statvfs)."""
     st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    if total <= 0:
+    if st.f_blocks <= 0:
         return 0.0
-    free = st.f_bavail * st.f_frsize
-    return 1.0 - free / total
+    return 1.0 - st.f_bfree / st.f_blocks
 
 
 def _destroy(files: list[MappedFile]) -> list[MappedFile]:

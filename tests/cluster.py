@@ -27,6 +27,8 @@ def broker_config_kwargs(tmp: Path, name: str, namesrv: str, **kw: Any) -> dict[
         broker_name=name, namesrv_addr=namesrv, listen_port=0, listen_host="127.0.0.1",
         store_path_root_dir=str(tmp / f"{name}-{kw.get('broker_id', 0)}"),
         mapped_file_size_commit_log=TEST_COMMIT_LOG_SIZE, mapped_file_size_consume_queue=TEST_CQ_SIZE,
+        # How full the host's disk is must not make a test broker delete files or refuse puts.
+        disk_max_used_space_ratio=100, disk_space_clean_forcibly_ratio=100, disk_space_warning_level_ratio=100,
     )
     base.update(kw)
     return base

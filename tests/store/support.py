@@ -37,6 +37,10 @@ def small_config(root: Path | str, **overrides: Any) -> StoreConfig:
         "flush_interval_commit_log_ms": 20,
         "flush_interval_consume_queue_ms": 20,
         "clean_resource_interval_ms": 3_600_000,
+        # Tests decide retention themselves: how full the host's disk is must not change their outcome.
+        "disk_max_used_space_ratio": 100,
+        "disk_space_clean_forcibly_ratio": 100,
+        "disk_space_warning_level_ratio": 100,
     }
     values.update(overrides)
     return StoreConfig(**values)

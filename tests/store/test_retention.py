@@ -108,7 +108,8 @@ async def test_reading_a_deleted_range_is_a_status(timed_store: MessageStore) ->
 
 async def test_disk_pressure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = MessageStore(small_config(tmp_path, delete_when=other_hours(), file_reserved_time_hours=1,
-                                  flush_commit_log_thorough_interval_ms=50))
+                                  flush_commit_log_thorough_interval_ms=50, disk_max_used_space_ratio=75,
+                                  disk_space_clean_forcibly_ratio=85, disk_space_warning_level_ratio=90))
     await s.start()
     usage = {"ratio": 0.5}
     monkeypatch.setattr(store.retention, "disk_usage_ratio", lambda _path: usage["ratio"])
