@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +91,65 @@ def percentiles(values: Any) -> dict[str, float]:
 
     return {"p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "p999": at(0.999), "max": float(ordered[-1]),
             "mean": sum(ordered) / n}
+
+
+@dataclass
+class Cluster:
+    namesrv: str
+    broker: Child
+    children: list[Child] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def local_cluster(args: argparse.Namespace, name: str) -> Iterator[Cluster]:
+    """A name server and one ASYNC_MASTER/ASYNC_FLUSH broker as child processes, stopped by PID on exit
+    (``args`` carries ``queues``, ``pin`` and ``keep_dir``)."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"rmq-bench-{name}-"))
+    children: list[Child] = []
+    try:
+        ns = Child([sys.executable, "-m", "namesrv.main", "--listen", "127.0.0.1", "--port", "0",
+                    "--kv-config-path", str(workdir / "kv" / "kvConfig.json"), "--log-format", "json",
+                    "--log-level", "WARNING"], "NAMESRV READY")
+        children.append(ns)
+        namesrv = ns.wait_ready()
+        conf = workdir / "broker.properties"
+        conf.write_text(
+            "brokerClusterName=DefaultCluster\nbrokerName=broker-bench\nbrokerId=0\n"
+            "brokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n"
+            f"defaultTopicQueueNums={args.queues}\nstorePathRootDir={workdir / 'store'}\n"
+        )
+        broker = Child([sys.executable, "-m", "broker.main", "-c", str(conf), "-n", namesrv, "--listen-port", "0",
+                        "--listen-host", "127.0.0.1", "--log-format", "json", "--log-level", "WARNING"],
+                       "BROKER READY")
+        children.append(broker)
+        broker.wait_ready()
+        if args.pin:
+            pin_child(broker.popen.pid)
+        wait_idle(broker)
+        yield Cluster(namesrv, broker, children)
+    finally:
+        for child in reversed(children):
+            child.stop()
+        if args.keep_dir:
+            print(f"cluster directory kept: {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def available_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return []
+
+
+def pin_child(pid: int) -> None:
+    cpus = available_cpus()
+    if len(cpus) >= 2:
+        os.sched_setaffinity(pid, {cpus[-1]})
+
+
+def pin_self() -> None:
+    cpus = available_cpus()
+    if len(cpus) >= 2:
+        os.sched_setaffinity(0, {cpus[0]})

@@ -27,20 +27,15 @@ import contextlib
 import json
 import multiprocessing
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import time
 from array import array
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import uvloop
 
-from benchmarks.common import Child, percentiles, wait_idle
+from benchmarks.common import Child, local_cluster, percentiles, pin_self, wait_idle
 from client.consume_types import ConsumeFromWhere
 from client.message import Message
 from client.producer import Producer
@@ -83,10 +78,10 @@ def run(args: argparse.Namespace) -> int:
         if args.namesrv:
             namesrv, broker = args.namesrv, None
         else:
-            cluster = stack.enter_context(_local_cluster(args))
+            cluster = stack.enter_context(local_cluster(args, "consume"))
             namesrv, broker = cluster.namesrv, cluster.broker
         if args.pin:
-            _pin_self()
+            pin_self()
         summary = uvloop.run(_bench(args, namesrv, broker))
     _print_summary(args, summary)
     backlog = summary.get("backlog")
@@ -116,66 +111,6 @@ def _quiet_logs() -> None:
 
 
 # -- our own cluster -------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Cluster:
-    namesrv: str
-    broker: Child
-    children: list[Child] = field(default_factory=list)
-
-
-@contextlib.contextmanager
-def _local_cluster(args: argparse.Namespace) -> Iterator[_Cluster]:
-    workdir = Path(tempfile.mkdtemp(prefix="rmq-bench-consume-"))
-    children: list[Child] = []
-    try:
-        ns = Child([sys.executable, "-m", "namesrv.main", "--listen", "127.0.0.1", "--port", "0",
-                    "--kv-config-path", str(workdir / "kv" / "kvConfig.json"), "--log-format", "json",
-                    "--log-level", "WARNING"], "NAMESRV READY")
-        children.append(ns)
-        namesrv = ns.wait_ready()
-        conf = workdir / "broker.properties"
-        conf.write_text(
-            "brokerClusterName=DefaultCluster\nbrokerName=broker-bench\nbrokerId=0\n"
-            "brokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n"
-            f"defaultTopicQueueNums={args.queues}\nstorePathRootDir={workdir / 'store'}\n"
-        )
-        broker = Child([sys.executable, "-m", "broker.main", "-c", str(conf), "-n", namesrv, "--listen-port", "0",
-                        "--listen-host", "127.0.0.1", "--log-format", "json", "--log-level", "WARNING"],
-                       "BROKER READY")
-        children.append(broker)
-        broker.wait_ready()
-        if args.pin:
-            _pin_child(broker.popen.pid)
-        wait_idle(broker)
-        yield _Cluster(namesrv, broker, children)
-    finally:
-        for child in reversed(children):
-            child.stop()
-        if args.keep_dir:
-            print(f"cluster directory kept: {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _cpus() -> list[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return []
-
-
-def _pin_child(pid: int) -> None:
-    cpus = _cpus()
-    if len(cpus) >= 2:
-        os.sched_setaffinity(pid, {cpus[-1]})
-
-
-def _pin_self() -> None:
-    cpus = _cpus()
-    if len(cpus) >= 2:
-        os.sched_setaffinity(0, {cpus[0]})
 
 
 async def _create_topic(broker_addr: str, topic: str, queues: int) -> None:
