@@ -96,7 +96,9 @@ async def test_every_message_at_least_once_while_the_group_changes(tmp_path: Pat
                              message="B and C consuming A's share")
             await a2.start()
             started.append(a2)
-            await eventually(lambda: deliveries.count("A2") >= 30, timeout=20, message="A2 consuming")
+            # A2 rejoining must take over a share of the queues; how many messages it then sees depends on
+            # how much the producer has left to send, which a loaded machine makes unpredictable.
+            await eventually(lambda: len(a2.assigned_queues) > 0, timeout=20, message="A2 owns queues")
             await asyncio.wait_for(producing, 60)
             await b.shutdown()
             await eventually(lambda: deliveries.bodies() >= set(sent), timeout=30, message="every message delivered")
