@@ -10,7 +10,7 @@ re-run once. Parked pulls are bounded; a pull beyond the bound is answered at on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 MessageFilter = Callable[[int], bool]
@@ -37,20 +37,24 @@ class PullRequestHoldService:
     def has_room(self) -> bool:
         return self._count < self.max_held
 
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout: float,
-                   message_filter: MessageFilter | None) -> bool:
-        """Park until a matching message arrives past ``offset`` (True) or ``timeout`` passes (False)."""
+    def park(self, topic: str, queue_id: int, offset: int, timeout: float,
+             message_filter: MessageFilter | None) -> Awaitable[bool]:
+        """Park a pull at once; the result resolves True when a matching message arrives past ``offset``,
+        False when ``timeout`` passes.
+
+        Registration is synchronous on purpose: the pull handler parks in the same loop step in which it read
+        nothing, so a message appended by a request handled right after it (even one read from the same socket
+        chunk) finds the parked pull and wakes it. Deferring the registration to a coroutine's first step would
+        open a window in which such a wake-up is lost and the pull sleeps its whole timeout.
+        """
         loop = asyncio.get_running_loop()
         held = HeldPull(offset, message_filter, loop.create_future())
         held.timer = loop.call_later(timeout, self._expire, held)
         key = (topic, queue_id)
         self._held.setdefault(key, []).append(held)
         self._count += 1
-        try:
-            return await held.future
-        finally:
-            held.timer.cancel()
-            self._remove(key, held)
+        held.future.add_done_callback(lambda _: self._release(key, held))
+        return held.future
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int) -> None:
         """Store arrival listener: wake the parked pulls this message satisfies."""
@@ -68,7 +72,10 @@ class PullRequestHoldService:
         if not held.future.done():
             held.future.set_result(False)
 
-    def _remove(self, key: tuple[str, int], held: HeldPull) -> None:
+    def _release(self, key: tuple[str, int], held: HeldPull) -> None:
+        """Done callback of every parked pull (woken, expired or cancelled with its request): forget it."""
+        if held.timer is not None:
+            held.timer.cancel()
         waiting = self._held.get(key)
         if waiting is None:
             return

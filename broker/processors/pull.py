@@ -92,10 +92,15 @@ class PullMessageProcessor:
             return self._suspend(req, h, message_filter)
         return self._respond(req, h, result)
 
-    async def _suspend(self, req: RemotingCommand, h: PullMessageRequestHeader,
-                       message_filter: MessageFilter | None) -> RemotingCommand:
+    def _suspend(self, req: RemotingCommand, h: PullMessageRequestHeader,
+                 message_filter: MessageFilter | None) -> Awaitable[RemotingCommand]:
         timeout = min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_SECONDS)
-        await self.hold.wait(h.topic, h.queue_id, h.queue_offset, timeout, message_filter)
+        woken = self.hold.park(h.topic, h.queue_id, h.queue_offset, timeout, message_filter)
+        return self._answer_when_woken(req, h, message_filter, woken)
+
+    async def _answer_when_woken(self, req: RemotingCommand, h: PullMessageRequestHeader,
+                                 message_filter: MessageFilter | None, woken: Awaitable[bool]) -> RemotingCommand:
+        await woken
         return self._respond(req, h, self._read(h, message_filter))
 
     def _read(self, h: PullMessageRequestHeader, message_filter: MessageFilter | None) -> GetMessageResult:

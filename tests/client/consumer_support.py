@@ -25,9 +25,12 @@ from tests.helpers import eventually
 
 #: Short delay levels (18 of them, as many as RocketMQ's) so retries come back within a second or two.
 SHORT_DELAY_LEVELS = " ".join(["1s"] * 18)
-#: Fast-moving consumer settings for tests (the defaults are RocketMQ's: 20 s rebalance, 5 s commits).
+#: Fast-moving consumer settings for tests (the defaults are RocketMQ's: 20 s rebalance, 5 s commits, 15 s
+#: long polls). Shorter long polls bound what a lost broker wakeup costs an idle queue (see
+#: test_message_arriving_while_a_pull_is_being_parked_wakes_it).
 FAST: dict[str, Any] = {"rebalance_interval": 1.0, "persist_consumer_offset_interval": 0.2,
-                        "poll_name_server_interval": 1.0, "shutdown_grace": 5.0}
+                        "poll_name_server_interval": 1.0, "shutdown_grace": 5.0, "long_polling_timeout": 4.0,
+                        "pull_timeout": 14.0}
 
 _instances = itertools.count()
 

@@ -13,6 +13,10 @@ import pytest
 from client import Message, MessageQueue, NoRouteError, Producer
 from client.consume_pull import PullStatus
 from client.pull_consumer import PullConsumer
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode
+from remoting.command import RemotingCommand
+from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from tests.client.consumer_support import SHORT_DELAY_LEVELS, cluster, create_topic, instance_name, produce
 from tests.helpers import eventually
 
@@ -174,3 +178,36 @@ async def test_pull_requires_start_and_valid_arguments(tmp_path: Path) -> None:
     assert not consumer.running
     with pytest.raises(ConsumerStateError):
         await consumer.start()
+
+
+async def test_message_arriving_while_a_pull_is_being_parked_wakes_it(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "RaceT", 1)
+        addr = c.brokers["broker-a"].addr
+        puller, sender = RemotingClient(), RemotingClient()
+        try:
+            pull_conn = await puller.connection(addr)
+            send_conn = await sender.connection(addr)
+            slow = []
+            for offset in range(1, 4):
+                header = PullMessageRequestHeader("RaceG", "RaceT", 0, offset, 32, 0x2 | 0x4, 0, 2000, 0, "*")
+                pull = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_fields())
+                send_header = SendMessageRequestHeaderV2("PG", "RaceT", "TBW102", 4, 0, 0, time.time_ns() // 10**6, 0,
+                                                         "")
+                send = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, send_header.to_fields(), b"x")
+                if offset == 1:
+                    await send_conn.request(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
+                                                                    send_header.to_fields(), b"first"), 5)
+                begin = time.monotonic()
+                # Both requests leave in the same loop iteration, so the broker reads them in one: the pull finds
+                # nothing, then the send appends before the pull's hold is registered.
+                waiting = asyncio.ensure_future(pull_conn.request(pull, 10))
+                stored = asyncio.ensure_future(send_conn.request(send, 10))
+                response = await waiting
+                await stored
+                if time.monotonic() - begin > 1.0:
+                    slow.append((offset, response.code, round(time.monotonic() - begin, 2)))
+            assert not slow, f"pulls woken only by their timeout: {slow}"
+        finally:
+            await puller.close()
+            await sender.close()

@@ -454,3 +454,26 @@ async def test_broker_moves_a_message_produced_to_the_retry_topic_at_its_limit_t
                     return False
 
             await eventually(dead, timeout=5, message="message in the DLQ")
+
+
+async def test_producer_and_consumer_share_one_client_instance(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        await create_topic(c, "ShareT", 1)
+        name = instance_name("shared")
+        rec = Recorder()
+        # Equal client settings (FAST polls the name server every second) make one instance.
+        async with Producer("SharePG", namesrv_addr=c.namesrv_addr, instance_name=name,
+                            poll_name_server_interval=FAST["poll_name_server_interval"]) as producer:
+            consumer = push_consumer(c, "ShareG", "ShareT", rec, instance_name=name)
+            async with consumer:
+                assert consumer.instance is producer.instance
+                assert producer.instance.consumer_groups == ["ShareG"]
+                await producer.send(Message("ShareT", b"to myself"))
+                await eventually(lambda: rec.bodies == ["to myself"], timeout=10, message="consumed")
+                # One heartbeat announces both groups.
+                info = c.brokers["broker-a"].clients
+                assert "SharePG" in info.producers and bool(info.consumers["ShareG"].channels)
+            # The consumer left; the producer and its instance go on.
+            assert not producer.instance.closed and producer.instance.consumer_groups == []
+            await producer.send(Message("ShareT", b"still sending"))
+        assert producer.instance.closed
