@@ -4,12 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: setup test lint typecheck pytest namesrv bench bench-store clean
+.PHONY: setup test lint typecheck pytest namesrv run demo bench bench-store clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --upgrade pip >/dev/null
-	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install -e '.[dev,spark]'
+	@command -v java >/dev/null || { apt-get update && apt-get install -y openjdk-17-jre-headless; }
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -24,6 +25,12 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+run: $(STAMP)
+	$(BIN)/rmq-cluster up --preset $${PRESET:-2m-2s-sync} --namesrv 2 --base-dir $${BASE_DIR:-.rmq-cluster}
+
+demo: $(STAMP)
+	$(BIN)/python -m admin.demo
 
 namesrv: $(STAMP)
 	$(BIN)/rmq-namesrv --port $${PORT:-9876} --log-format console
@@ -40,4 +47,4 @@ bench-store: $(STAMP)
 	$(BIN)/rmq-bench store
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .rmq-cluster .mypy_cache .pytest_cache .ruff_cache build *.egg-info

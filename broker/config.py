@@ -51,6 +51,10 @@ class BrokerConfig:
     max_frame_length: int = 16 * 1024 * 1024
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # --- metrics ---
+    #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
+    metrics_port: int | None = None
+    # --- end metrics ---
     store: StoreConfig = field(default_factory=lambda: StoreConfig(store_path_root_dir="store"))
     #: Replication. ``haListenPort`` 0 means listenPort + 1 as RocketMQ forces it (any free port when
     #: listenPort is 0 too).

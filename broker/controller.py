@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import shutil
+import struct
 
 import structlog
 
@@ -38,7 +40,10 @@ from broker.topic_manager import TopicConfigManager
 from ha.client import HAClient
 from ha.service import HAService
 from remoting.client import RemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
+from remoting.metrics import Metrics, MetricsServer
 from remoting.server import RemotingServer, ServerConfig
 from store.message_store import MessageStore
 
@@ -88,6 +93,12 @@ class BrokerController:
         self._tasks: list[asyncio.Task[None]] = []
         self._persist_pending = False
         self._running = False
+        # --- metrics ---
+        self.metrics: Metrics | None = None
+        self.metrics_server: MetricsServer | None = None
+        if config.metrics_port is not None:
+            self._define_metrics()
+        # --- end metrics ---
 
     # -- addresses -----------------------------------------------------------------------------------------
 
@@ -123,6 +134,10 @@ class BrokerController:
         await self._start_ha(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
+        if self.metrics is not None:
+            self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
+            await self.metrics_server.start()
+            log.info("metrics_listening", port=self.metrics_server.bound_port)
         self._running = True
         await self.register_all()
         if self.slave_sync is not None:
@@ -143,7 +158,7 @@ class BrokerController:
             cluster_name=self.config.broker_cluster_name, broker_addr=lambda: self.addr,
             is_slave=self.config.broker_role is BrokerRole.SLAVE,
             broker_permission=lambda: self.config.broker_permission, region_id=self.config.region_id,
-            trace_on=self.config.trace_on, on_stored=self.stats.on_put,
+            trace_on=self.config.trace_on, on_stored=self._on_stored if self.metrics else self.stats.on_put,
         )
         self.consumer_processor = ConsumerManageProcessor(
             store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
@@ -161,6 +176,8 @@ class BrokerController:
                                                       on_group_changed=self.consumer_processor.notify_ids_changed)
         for processor in (send, pull, admin, self.client_processor, self.consumer_processor):
             handlers.update(processor.handlers())
+        if self.metrics is not None:  # latency by request code, messages got per topic
+            self.metrics.instrument(handlers, self._on_response)
         for code, handler in handlers.items():
             self.server.register(code, handler)
         self.server.on_connection_closed(self._connection_closed)
@@ -194,6 +211,8 @@ class BrokerController:
             await self.store.shutdown()
         await self.outer_api.unregister_broker_all(self.identity())
         await self.client.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         log.info("broker_stopped", broker=self.config.broker_name, addr=self.addr)
 
     # -- registration --------------------------------------------------------------------------------------
@@ -300,3 +319,67 @@ class BrokerController:
         while True:
             self.stats.sample()
             await asyncio.sleep(1.0)
+
+    # -- metrics ------------------------------------------------------------------------------------------------
+
+    def _define_metrics(self) -> None:
+        """Counters bumped on put/pull answers; gauges read from the store and HA state at scrape time."""
+        m = self.metrics = Metrics("broker")
+        self._m_put = (m.counter("pocketmq_messages_put", "Messages stored, by topic", ["topic"]),
+                       m.counter("pocketmq_bytes_put", "Message bytes stored, by topic", ["topic"]))
+        self._m_got = (m.counter("pocketmq_messages_got", "Messages returned by pulls, by topic", ["topic"]),
+                       m.counter("pocketmq_bytes_got", "Bytes returned by pulls, by topic", ["topic"]))
+        c = self.config
+        m.gauge("pocketmq_broker_info", "This broker's identity (value 1)", ["cluster", "broker", "id", "role"],
+                lambda: [((c.broker_cluster_name, c.broker_name, str(c.broker_id), c.broker_role.name), 1)])
+        m.gauge("pocketmq_store_commitlog_offset", "Commit-log offsets (min, max, flushed)", ["kind"],
+                self._offset_samples)
+        m.gauge("pocketmq_store_commitlog_bytes", "Bytes of commit log held on disk (max - min offset)", [],
+                lambda: [((), self.store.max_phy_offset - self.store.min_phy_offset)] if self.store else [])
+        m.gauge("pocketmq_store_disk_used_ratio", "Used fraction of the store's file system", [],
+                self._disk_samples)
+        m.gauge("pocketmq_ha_connections", "Slaves attached to this master", [],
+                lambda: [((), len(self.ha_service.attached_slaves))] if self.ha_service else [])
+        m.gauge("pocketmq_ha_slave_ack_offset", "Commit-log offset each slave has acknowledged", ["slave"],
+                lambda: [((str(s.address),), s.ack_offset) for s in self.ha_service.attached_slaves]
+                if self.ha_service else [])
+        m.gauge("pocketmq_ha_slave_lag_bytes", "Bytes each slave is behind this master", ["slave"],
+                lambda: [((str(s.address),), max(0, self.ha_service.store.max_phy_offset - s.ack_offset))
+                         for s in self.ha_service.attached_slaves] if self.ha_service else [])
+        m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
+                lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
+
+    def _offset_samples(self) -> list[tuple[tuple[str, ...], float]]:
+        if self.store is None:
+            return []
+        return [(("min",), self.store.min_phy_offset), (("max",), self.store.max_phy_offset),
+                (("flushed",), self.store.flushed_phy_offset)]
+
+    def _disk_samples(self) -> list[tuple[tuple[str, ...], float]]:
+        usage = shutil.disk_usage(self.config.store.store_path_root_dir)  # one statvfs: cheap
+        return [((), usage.used / usage.total if usage.total else 0.0)]
+
+    def _on_stored(self, topic: str, count: int, size: int) -> None:
+        self.stats.on_put(topic, count, size)
+        self._m_put[0].labels(topic).inc(count)
+        self._m_put[1].labels(topic).inc(size)
+
+    def _on_response(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """Count what a successful pull returned, by topic (records are walked by their size field)."""
+        if (request.code != RequestCode.PULL_MESSAGE or response is None or response.code != ResponseCode.SUCCESS
+                or not response.body or request.ext_fields is None):
+            return
+        body = response.body
+        count, pos = 0, 0
+        while pos + 4 <= len(body):
+            size = _INT32.unpack_from(body, pos)[0]
+            if size <= 0:
+                break
+            count, pos = count + 1, pos + size
+        topic = request.ext_fields.get("topic", "")
+        self._m_got[0].labels(topic).inc(count)
+        self._m_got[1].labels(topic).inc(len(body))
+
+
+_INT32 = struct.Struct(">i")
+# --- end metrics ---

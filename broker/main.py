@@ -26,6 +26,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--broker-id", type=int, help="brokerId (0 = master)")
     p.add_argument("--store-dir", help="storePathRootDir")
     p.add_argument("--flush-disk-type", choices=[f.name for f in FlushDiskType], help="flushDiskType")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0 picks one)")
     p.add_argument("--log-format", choices=("json", "console"), default="console")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--print-config", action="store_true", help="print the effective config and exit")
@@ -45,6 +46,7 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         broker_id=args.broker_id,
         store_path_root_dir=args.store_dir,
         flush_disk_type=FlushDiskType[args.flush_disk_type] if args.flush_disk_type else None,
+        metrics_port=args.metrics_port,
     )
 
 

@@ -21,6 +21,10 @@ class NamesrvConfig:
     order_message_enable: bool = False
     max_connections: int = 4096
     max_frame_length: int = 16 * 1024 * 1024
+    # --- metrics ---
+    #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
+    metrics_port: int | None = None
+    # --- end metrics ---
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:

@@ -13,6 +13,7 @@ from namesrv.kvconfig import KVConfigManager
 from namesrv.processor import NamesrvProcessor
 from namesrv.routeinfo import RouteInfoManager
 from remoting.connection import Connection
+from remoting.metrics import Metrics, MetricsServer
 from remoting.server import RemotingServer, ServerConfig
 
 log = structlog.get_logger("namesrv")
@@ -36,7 +37,15 @@ class NamesrvController:
             name="namesrv",
         )
         processor = NamesrvProcessor(self.routes, self.kv, order_message_enable=config.order_message_enable)
-        for code, handler in processor.handlers().items():
+        handlers = processor.handlers()
+        # --- metrics ---
+        self.metrics: Metrics | None = None
+        self.metrics_server: MetricsServer | None = None
+        if config.metrics_port is not None:
+            self.metrics = self._define_metrics()
+            self.metrics.instrument(handlers)
+        # --- end metrics ---
+        for code, handler in handlers.items():
             self.server.register(code, handler)
         self.server.on_connection_closed(self._on_connection_closed)
         self._scan_task: asyncio.Task[None] | None = None
@@ -48,6 +57,10 @@ class NamesrvController:
     async def start(self) -> None:
         await asyncio.to_thread(self.kv.load)
         await self.server.start()
+        if self.metrics is not None:
+            self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
+            await self.metrics_server.start()
+            log.info("metrics_listening", port=self.metrics_server.bound_port)
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
 
     async def stop(self) -> None:
@@ -57,6 +70,8 @@ class NamesrvController:
                 await self._scan_task
             self._scan_task = None
         await self.server.stop(grace=2.0)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
 
     def _on_connection_closed(self, conn: Connection) -> None:
         self.routes.on_channel_destroy(conn)
@@ -74,3 +89,18 @@ class NamesrvController:
             if isinstance(channel, Connection):
                 log.warning("broker_expired", peer=channel.remote_addr)
                 channel.close()
+
+    # -- metrics ------------------------------------------------------------------------------------------------
+
+    def _define_metrics(self) -> Metrics:
+        m = Metrics("namesrv")
+        r = self.routes
+        m.gauge("pocketmq_namesrv_brokers_registered", "Live broker registrations (addresses)", [],
+                lambda: [((), len(r.broker_live_table))])
+        m.gauge("pocketmq_namesrv_broker_registered", "Each registered broker (value 1)",
+                ["cluster", "broker", "id", "addr"],
+                lambda: [((bd.cluster, bd.broker_name, str(bid), addr), 1)
+                         for bd in r.broker_addr_table.values() for bid, addr in bd.broker_addrs.items()])
+        m.gauge("pocketmq_namesrv_topics", "Topics with a route", [], lambda: [((), len(r.topic_queue_table))])
+        return m
+    # --- end metrics ---

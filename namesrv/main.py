@@ -21,6 +21,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, help="port to bind; 0 picks a free one (default 9876)")
     p.add_argument("-c", "--config", metavar="FILE", help="RocketMQ-style .properties file")
     p.add_argument("--kv-config-path", metavar="FILE", help="where KV config is persisted")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0 picks one)")
     p.add_argument("--log-format", choices=("json", "console"), default="console")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--print-config", action="store_true", help="print the effective config and exit")
@@ -30,7 +31,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def build_config(args: argparse.Namespace) -> NamesrvConfig:
     props = load_properties(args.config) if args.config else {}
     return load_config(
-        NamesrvConfig, props, listen_host=args.listen, listen_port=args.port, kv_config_path=args.kv_config_path
+        NamesrvConfig, props, listen_host=args.listen, listen_port=args.port, kv_config_path=args.kv_config_path,
+        metrics_port=args.metrics_port,
     )
 
 

@@ -1,0 +1,26 @@
+# PocketMQ image: every process of the cluster (rmq-namesrv, rmq-broker, rmq-admin, rmq-cluster) from one image.
+# The install step is the Makefile's (python -m pip install of the project), without the dev extra.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /opt/pocketmq
+
+COPY pyproject.toml README.md ./
+COPY remoting ./remoting
+COPY store ./store
+COPY namesrv ./namesrv
+COPY broker ./broker
+COPY client ./client
+COPY ha ./ha
+COPY admin ./admin
+COPY spark_jobs ./spark_jobs
+COPY benchmarks ./benchmarks
+COPY conf ./conf
+RUN python -m pip install --upgrade pip && python -m pip install . \
+    && useradd --system --uid 10001 --home-dir /data pocketmq && mkdir -p /data && chown pocketmq /data
+
+USER pocketmq
+VOLUME ["/data"]
+# name server, broker listen port, master HA port (see conf/ for the per-broker ports of a preset)
+EXPOSE 9876 10911 10912
+CMD ["rmq-namesrv", "--port", "9876"]

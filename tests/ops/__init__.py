@@ -1,0 +1,1 @@
+"""Operations: presets, rmq-cluster, rmq-admin, metrics, Docker files."""
