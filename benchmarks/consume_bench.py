@@ -274,6 +274,7 @@ async def _latency_phase(args: argparse.Namespace, namesrv: str, broker: Child |
     capacity = int(args.rate * args.latency_duration * 1.2) + 1000
     precise = array("f")
     born = array("f")
+    stored = array("f")  # store timestamp -> handler: the broker-to-consumer share of the latency
     received = 0
     expected = {"n": -1}
     caught_up = asyncio.Event()
@@ -290,6 +291,7 @@ async def _latency_phase(args: argparse.Namespace, namesrv: str, broker: Child |
         if len(precise) < capacity:
             precise.append((now_ns - _STAMP.unpack_from(body)[0]) / 1e6)
             born.append(now_ns / 1e6 - msg.born_timestamp)
+            stored.append(now_ns / 1e6 - msg.store_timestamp)
 
     consumer = _consumer(args, namesrv, f"bench_consume_latency_{os.getpid()}", topic)
     consumer.register_handler(handler)
@@ -316,7 +318,8 @@ async def _latency_phase(args: argparse.Namespace, namesrv: str, broker: Child |
     return {
         "rate": args.rate, "sent": sent_info["sent"], "send_failures": sent_info["failed"],
         "achieved_rate": sent_info["sent"] / sent_info["seconds"] if sent_info["seconds"] else 0.0,
-        "received": received, "latency_ms": percentiles(precise), "born_latency_ms": percentiles(born), **cpu,
+        "received": received, "latency_ms": percentiles(precise), "born_latency_ms": percentiles(born),
+        "store_to_handler_ms": percentiles(stored), **cpu,
     }
 
 
@@ -394,6 +397,10 @@ def _print_summary(args: argparse.Namespace, summary: dict[str, Any]) -> None:
                          f"p999 {lat['p999']:.2f}  max {lat['max']:.2f}")
         if born:
             lines.append(f"  e2e ms (bornTimestamp→handler, ms clock): p50 {born['p50']:.1f}  p99 {born['p99']:.1f}")
+        stored = latency.get("store_to_handler_ms")
+        if stored:
+            lines.append(f"  ms (storeTimestamp→handler, ms clock): p50 {stored['p50']:.1f}  p90 {stored['p90']:.1f}  "
+                         f"p99 {stored['p99']:.1f}")
     lines.append(f"loadavg {' '.join(f'{x:.2f}' for x in summary['loadavg'])}")
     print("\n".join(lines))
 

@@ -19,6 +19,13 @@ from tests.store.support import msg
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
+async def read_some(reader: asyncio.StreamReader) -> bytes:
+    """The next chunk from the master; its closing the connection is a failure, not an empty read to spin on."""
+    chunk = await reader.read(65536)
+    assert chunk, "the master closed the connection"
+    return chunk
+
+
 async def connect(service: HAService) -> Streams:
     return await asyncio.open_connection("127.0.0.1", service.port)
 
@@ -76,7 +83,7 @@ async def test_acknowledgement_going_backwards_is_disconnected(cluster: Cluster)
     received = 0
     async with asyncio.timeout(5):
         while received < master.max_phy_offset:
-            decoder.feed(await reader.read(65536))
+            decoder.feed(await read_some(reader))
             while (transfer := decoder.next_transfer()) is not None:
                 received = transfer.end_offset
     writer.write(encode_offset_report(received))
@@ -179,7 +186,7 @@ async def test_master_stream_chunks_within_files_then_heartbeats(cluster: Cluste
     heartbeats = 0
     async with asyncio.timeout(10):
         while heartbeats < 2:
-            decoder.feed(await reader.read(65536))
+            decoder.feed(await read_some(reader))
             while (transfer := decoder.next_transfer()) is not None:
                 if transfer.is_heartbeat:
                     assert transfer.from_offset == master.max_phy_offset

@@ -97,7 +97,9 @@ async def test_oneway_is_never_answered(server: RemotingServer) -> None:
     decoder = FrameDecoder()
     got: list[RemotingCommand] = []
     while not got:
-        got += decoder.feed(await asyncio.wait_for(reader.read(65536), 5))
+        chunk = await asyncio.wait_for(reader.read(65536), 5)
+        assert chunk, "the server closed the connection instead of answering the last request"
+        got += decoder.feed(chunk)
     assert [c.opaque for c in got] == [2]
     writer.close()
 
