@@ -10,7 +10,7 @@ re-run once. Parked pulls are bounded; a pull beyond the bound is answered at on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MessageFilter = Callable[[int], bool]
@@ -38,7 +38,7 @@ class PullRequestHoldService:
         return self._count < self.max_held
 
     def park(self, topic: str, queue_id: int, offset: int, timeout: float,
-             message_filter: MessageFilter | None) -> Awaitable[bool]:
+             message_filter: MessageFilter | None) -> asyncio.Future[bool]:
         """Park a pull at once; the result resolves True when a matching message arrives past ``offset``,
         False when ``timeout`` passes.
 

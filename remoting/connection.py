@@ -27,7 +27,7 @@ import inspect
 import math
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import structlog
 
@@ -79,6 +79,8 @@ class Connection(asyncio.Protocol):
         self._sweep_handle: asyncio.TimerHandle | None = None
         self._sweep_at = math.inf
         self._tasks: set[asyncio.Task[None]] = set()
+        # Waits of handlers that serve only this peer (parked long polls): cancelled when it goes away.
+        self._parked: set[asyncio.Future[Any]] = set()
         self._out: list[Body] = []
         self._flush_scheduled = False
         self._in_data_received = False
@@ -135,8 +137,10 @@ class Connection(asyncio.Protocol):
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(error)
-        for task in self._tasks:
-            task.cancel()
+        # Handlers already running finish: a request received before the peer left (a oneway send, an offset
+        # commit) still takes effect, as with RocketMQ; only their answers are dropped. Waits that exist only
+        # to answer this peer end now.
+        self.release_parked()
         self._wake_drainers()
         if not self.made.done():
             self.made.set_exception(error)
@@ -220,6 +224,25 @@ class Connection(asyncio.Protocol):
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
+
+    def park(self, future: asyncio.Future[Any]) -> None:
+        """Cancel ``future`` if this connection closes (or :meth:`release_parked` runs) before it is done:
+        for handler waits that only matter to this peer, such as a long poll."""
+        if self._transport is None:
+            future.cancel()
+            return
+        self._parked.add(future)
+        future.add_done_callback(self._parked.discard)
+
+    def release_parked(self) -> None:
+        """Cancel every wait registered with :meth:`park` (a stopping server answers nothing more)."""
+        for future in list(self._parked):
+            future.cancel()
+
+    def cancel_handlers(self) -> None:
+        """Cancel every handler still running (a stopping server whose grace period ran out)."""
+        for task in list(self._tasks):
+            task.cancel()
 
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed)

@@ -104,9 +104,12 @@ class RemotingServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
         conns = list(self._connections)
+        for conn in conns:
+            conn.release_parked()
         if conns:
             await asyncio.gather(*(c.wait_handlers(grace) for c in conns))
         for conn in conns:
+            conn.cancel_handlers()
             conn.close()
         if conns:
             await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in conns], timeout=grace)

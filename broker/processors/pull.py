@@ -89,13 +89,14 @@ class PullMessageProcessor:
         # never written to yet, pulled at 0.
         if suspend and self._map_status(h, result)[0] == ResponseCode.PULL_NOT_FOUND and self.hold.has_room():
             result.release()
-            return self._suspend(req, h, message_filter)
+            return self._suspend(req, h, message_filter, conn)
         return self._respond(req, h, result)
 
-    def _suspend(self, req: RemotingCommand, h: PullMessageRequestHeader,
-                 message_filter: MessageFilter | None) -> Awaitable[RemotingCommand]:
+    def _suspend(self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter | None,
+                 conn: Connection) -> Awaitable[RemotingCommand]:
         timeout = min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_SECONDS)
         woken = self.hold.park(h.topic, h.queue_id, h.queue_offset, timeout, message_filter)
+        conn.park(woken)  # a pull whose consumer left (or a stopping broker) is not held
         return self._answer_when_woken(req, h, message_filter, woken)
 
     async def _answer_when_woken(self, req: RemotingCommand, h: PullMessageRequestHeader,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ from remoting import route as rd
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
+from remoting.frame import encode_frame
 from remoting.headers import (
     CreateTopicRequestHeader,
     SendMessageRequestHeader,
@@ -23,6 +25,7 @@ from remoting.headers import (
 from store.config import BrokerRole
 from store.record import decode_message_id
 from tests.cluster import start_broker, start_namesrv
+from tests.helpers import eventually
 
 
 @pytest.fixture
@@ -228,3 +231,22 @@ async def test_restart_keeps_topics_and_messages(tmp_path: Path, namesrv: Namesr
         assert (resp.ext_fields or {})["queueOffset"] == "10"
     finally:
         await b2.stop()
+
+
+async def test_requests_received_before_the_peer_leaves_still_take_effect(broker: BrokerController) -> None:
+    """Oneway sends to fresh queues (each needs a consume-queue file made in a thread first), written and the
+    socket closed at once: the broker still stores every one, as RocketMQ does; only answers are dropped."""
+    assert broker.store is not None
+    _reader, writer = await asyncio.open_connection(*broker.server.address)
+    for queue_id in range(4):
+        for i in range(5):
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, v2("Leaving", queue_id=queue_id),
+                                              f"q{queue_id}-{i}".encode())
+            request.flag |= 2  # oneway
+            writer.write(encode_frame(request))
+    await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+    store = broker.store
+    await eventually(lambda: sum(store.get_max_offset_in_queue("Leaving", q) for q in range(4)) == 20,
+                     message="every message received before the close stored")

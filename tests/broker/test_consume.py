@@ -16,6 +16,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
+from remoting.errors import RemotingClosedError
 from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from store.record import decode_records, parse_properties
 from tests.cluster import start_broker, start_namesrv
@@ -253,3 +254,19 @@ async def test_send_back_goes_to_retry_then_dlq(broker: BrokerController, client
     again = {**back, "offset": str(record.physical_offset)}
     assert (await client.invoke(broker.addr, RemotingCommand.request(36, again))).code == 0
     assert broker.store.get_max_offset_in_queue("%DLQ%RG", 0) == 1  # reconsumed max times: dead letter
+
+
+async def test_a_parked_pull_is_released_when_its_consumer_leaves(broker: BrokerController,
+                                                                  client: RemotingClient) -> None:
+    await send(client, broker.addr, "LL", b"x")
+    consumer = RemotingClient()
+    waiting = asyncio.ensure_future(
+        consumer.invoke(broker.addr, pull_request("LL", 1, flags=SUBSCRIPTION | SUSPEND, suspend_ms=30_000), 40))
+    await eventually(lambda: broker.hold.held == 1, message="pull parked")
+    await consumer.close()
+    # Not held for its 30 s: nobody is left to answer.
+    await eventually(lambda: broker.hold.held == 0, timeout=5, message="parked pull released")
+    assert waiting.done() and isinstance(waiting.exception(), RemotingClosedError)
+    await send(client, broker.addr, "LL", b"y")  # an arrival finds nothing parked, and the broker goes on
+    resp = await client.invoke(broker.addr, pull_request("LL", 1))
+    assert resp.code == 0 and bodies(resp) == [b"y"]

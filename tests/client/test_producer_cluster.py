@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import zlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,9 @@ import pytest
 
 from broker.config import load_broker_config
 from broker.controller import BrokerController
-from client import InvalidMessageError, Message, MessageQueue, Producer, SendStatus
+from client import InvalidMessageError, Message, MessageQueue, Producer, SendFailedError, SendResult, SendStatus
+from client.message import decode_properties
+from client.pull_decode import offset_msg_id
 from client.sync import Producer as BlockingProducer
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
@@ -289,3 +291,111 @@ async def test_blocking_facade_end_to_end(cluster: Cluster) -> None:
     statuses = await asyncio.to_thread(work)
     assert statuses == [SendStatus.SEND_OK] * 7
     assert stored_count(cluster, "Blocking") == 8
+
+
+# -- auto-batching -------------------------------------------------------------------------------------------
+
+
+class Attempts:
+    """An attempt hook that counts requests (one per attempt, a coalesced batch being one)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, queue: MessageQueue, error: BaseException | None, latency_ms: float) -> None:
+        self.count += 1
+
+
+def record_at(cluster: Cluster, topic: str, result: SendResult) -> MessageRecord:
+    queue = result.message_queue
+    records = stored(cluster.brokers[queue.broker_name], topic, queue.queue_id)
+    return next(r for r in records if r.queue_offset == result.queue_offset)
+
+
+async def test_concurrent_sends_are_coalesced_and_each_gets_its_own_result(cluster: Cluster) -> None:
+    await create_topic(cluster, "Coalesce")
+    attempts = Attempts()
+    messages = [Message("Coalesce", f"c-{i}".encode(), tags=f"t{i % 3}", keys=f"k{i}") for i in range(300)]
+    async with Producer(GROUP, namesrv_addr=cluster.namesrv_addr, attempt_hook=attempts) as p:
+        await p.send(Message("Coalesce", b"route"))  # learn the route first
+        attempts.count = 0
+        results = await asyncio.gather(*(p.send(m) for m in messages))
+    assert attempts.count <= len(messages) // 4  # coalesced: far fewer requests than messages
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert len({(r.message_queue, r.queue_offset) for r in results}) == len(messages)
+    assert len({r.msg_id for r in results}) == len(messages)
+    for message, result in zip(messages, results, strict=True):
+        assert result.msg_id == message.properties["UNIQ_KEY"]
+        record = record_at(cluster, "Coalesce", result)
+        assert record.body == message.body
+        assert decode_properties(record.properties)["TAGS"] == message.properties["TAGS"]
+        assert decode_properties(record.properties)["UNIQ_KEY"] == result.msg_id
+        assert result.offset_msg_id == offset_msg_id(record.store_host, record.physical_offset)
+    assert stored_count(cluster, "Coalesce") == len(messages) + 1
+
+
+async def test_sequential_sends_and_opted_out_producers_send_one_request_each(cluster: Cluster) -> None:
+    await create_topic(cluster, "NoCoalesce")
+    attempts = Attempts()
+    async with Producer(GROUP, namesrv_addr=cluster.namesrv_addr, attempt_hook=attempts) as p:
+        for i in range(20):
+            await p.send(Message("NoCoalesce", f"s{i}".encode()))
+    assert attempts.count == 20
+    attempts.count = 0
+    async with Producer(GROUP, namesrv_addr=cluster.namesrv_addr, attempt_hook=attempts, auto_batch=False) as p:
+        await p.send(Message("NoCoalesce", b"route"))
+        results = await asyncio.gather(*(p.send(Message("NoCoalesce", f"c{i}".encode())) for i in range(50)))
+    assert attempts.count == 51 and all(r.status is SendStatus.SEND_OK for r in results)
+
+
+async def test_messages_a_batch_cannot_carry_are_sent_alone(cluster: Cluster) -> None:
+    await create_topic(cluster, "Alone")
+    attempts = Attempts()
+    async with Producer(GROUP, namesrv_addr=cluster.namesrv_addr, attempt_hook=attempts, compress_over=100) as p:
+        await p.send(Message("Alone", b"route"))
+        attempts.count = 0
+        big = [Message("Alone", bytes([65 + i % 26]) * 400) for i in range(30)]  # compressed: never batched
+        results = await asyncio.gather(*(p.send(m) for m in big))
+    assert attempts.count == 30
+    for message, result in zip(big, results, strict=True):
+        record = record_at(cluster, "Alone", result)
+        assert record.sys_flag & 0x1  # stored compressed, as a message of its own
+        assert zlib.decompress(record.body) == message.body
+
+
+async def test_async_sends_are_coalesced_and_call_back_once_each(cluster: Cluster) -> None:
+    await create_topic(cluster, "AsyncCoalesce")
+    attempts = Attempts()
+    calls: dict[int, list[tuple[SendResult | None, BaseException | None]]] = {}
+    async with Producer(GROUP, namesrv_addr=cluster.namesrv_addr, attempt_hook=attempts) as p:
+        await p.send(Message("AsyncCoalesce", b"route"))
+        attempts.count = 0
+        futures = []
+
+        def recorder(i: int) -> Callable[[SendResult | None, BaseException | None], None]:
+            calls[i] = []
+            return lambda result, error: calls[i].append((result, error))
+
+        for i in range(200):
+            futures.append(p.send_async(Message("AsyncCoalesce", f"a{i}".encode()), callback=recorder(i)))
+        results = await asyncio.gather(*futures)
+        await eventually(lambda: all(calls.values()), message="every callback called")
+        assert p.in_flight == 0
+    assert attempts.count < 50
+    assert all(len(c) == 1 and c[0][1] is None and c[0][0] == results[i] for i, c in calls.items())
+    for i, result in enumerate(results):
+        assert record_at(cluster, "AsyncCoalesce", result).body == f"a{i}".encode()
+
+
+async def test_a_failed_batch_fails_each_of_its_sends(cluster: Cluster) -> None:
+    await create_topic(cluster, "FailBatch")
+    async with Producer(GROUP, namesrv_addr=cluster.namesrv_addr, send_msg_timeout=2.0) as p:
+        await p.send(Message("FailBatch", b"route"))
+        fields = {"topic": "FailBatch", "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
+                  "perm": "4", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+        for controller in cluster.brokers.values():  # read-only now: every send is refused (NO_PERMISSION)
+            assert (await admin(controller.addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)).code == 0
+        outcomes = await asyncio.gather(*(p.send(Message("FailBatch", f"f{i}".encode())) for i in range(40)),
+                                        return_exceptions=True)
+    assert all(isinstance(o, SendFailedError) and "forbidden" in str(o.__cause__) for o in outcomes), outcomes
+    assert stored_count(cluster, "FailBatch") == 1
