@@ -119,7 +119,8 @@ class LocalCluster:
     def __init__(self, preset: str, *, base_dir: Path, namesrv_count: int = 2, conf_dir: Path = DEFAULT_CONF_DIR,
                  ephemeral_ports: bool = False, host: str = "127.0.0.1", overrides: dict[str, str] | None = None,
                  log_format: str = "console", echo: TextIO | None = None,
-                 on_crash: Callable[[Child], None] | None = None, metrics_base_port: int | None = None) -> None:
+                 on_crash: Callable[[Child], None] | None = None, metrics_base_port: int | None = None,
+                 namesrv_overrides: dict[str, str] | None = None) -> None:
         if namesrv_count < 1:
             raise ClusterError("--namesrv must be at least 1")
         self.preset = preset
@@ -129,6 +130,9 @@ class LocalCluster:
         self.ephemeral_ports = ephemeral_ports
         self.host = host
         self.overrides = overrides or {}
+        #: Name server properties (``scanNotActiveBrokerInterval``, ``brokerChannelExpiredTime``...), passed
+        #: to every name server as a ``-c`` file; fault drills shorten the expiry with them.
+        self.namesrv_overrides = namesrv_overrides or {}
         self.log_format = log_format
         self.echo = echo
         self.on_crash = on_crash
@@ -168,6 +172,11 @@ class LocalCluster:
         kv = self.base_dir / name / "kvConfig.json"
         args = ["-m", "namesrv.main", "--listen", self.host, "--port", str(port), "--kv-config-path", str(kv),
                 "--log-format", self.log_format, *self._metrics_args(index)]
+        if self.namesrv_overrides:
+            effective = self.base_dir / "conf" / f"{name}.properties"
+            effective.parent.mkdir(parents=True, exist_ok=True)
+            effective.write_text("".join(f"{k}={v}\n" for k, v in self.namesrv_overrides.items()), encoding="utf-8")
+            args += ["-c", str(effective)]
         return ChildSpec(name, "namesrv", args, "NAMESRV READY")
 
     def _broker_spec(self, index: int, path: Path) -> ChildSpec:

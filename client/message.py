@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from client.errors import InvalidMessageError
 from client.uniq import UniqIdGenerator, default_generator
@@ -213,6 +213,18 @@ class MessageQueue:
     topic: str
     broker_name: str
     queue_id: int
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Queues key the offset, process-queue and fault tables on every pull and ack: hash once.
+        object.__setattr__(self, "_hash", hash((self.topic, self.broker_name, self.queue_id)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[MessageQueue], tuple[str, str, int]]:
+        # Rebuilt through __init__, so a queue unpickled in another process hashes with that process's seed.
+        return (MessageQueue, (self.topic, self.broker_name, self.queue_id))
 
 
 # -- results ---------------------------------------------------------------------------------------------
