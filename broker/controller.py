@@ -232,11 +232,17 @@ class BrokerController:
         return results
 
     async def _register_loop(self) -> None:
+        """Register at a fixed rate, as RocketMQ does: a round is due one period after the previous one
+        *started*, so a name server that answers slowly (or not at all, until the request's timeout) does not
+        stretch the interval the healthy ones see. A topic change triggers a round at once."""
         period = self.config.register_name_server_period / 1000
+        loop = asyncio.get_running_loop()
+        due = loop.time() + period
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), period)
+                await asyncio.wait_for(self._register_now.wait(), max(due - loop.time(), 0.0))
             self._register_now.clear()
+            due = loop.time() + period
             try:
                 await self.register_all()
             except Exception:

@@ -10,12 +10,14 @@ from pathlib import Path
 class NamesrvConfig:
     listen_host: str = "0.0.0.0"
     listen_port: int = 9876
-    #: How often the liveness scan runs (RocketMQ: every 10 s).
-    scan_not_active_broker_interval: float = 10.0
-    #: A broker silent this long is dropped (RocketMQ's BROKER_CHANNEL_EXPIRED_TIME, 120 s).
-    broker_channel_expired_time: float = 120.0
-    #: Client connections silent this long are closed.
-    server_channel_max_idle_time: float = 120.0
+    # Units as RocketMQ's keys have them, so its .properties files read the same: milliseconds, except where
+    # the key says Seconds.
+    #: How often the liveness scan runs, ms (RocketMQ 4: every 10 s).
+    scan_not_active_broker_interval: int = 10_000
+    #: A broker silent this long is dropped, ms (RocketMQ's BROKER_CHANNEL_EXPIRED_TIME, 120 s).
+    broker_channel_expired_time: int = 120_000
+    #: Client connections silent this long are closed, s.
+    server_channel_max_idle_time_seconds: int = 120
     kv_config_path: str = str(Path.home() / "namesrv" / "kvConfig.json")
     #: Put the ORDER_TOPIC_CONFIG KV value into routes, as RocketMQ's ``orderMessageEnable``.
     order_message_enable: bool = False

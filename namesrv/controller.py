@@ -32,7 +32,7 @@ class NamesrvController:
                 port=config.listen_port,
                 max_connections=config.max_connections,
                 max_frame_length=config.max_frame_length,
-                idle_timeout=config.server_channel_max_idle_time,
+                idle_timeout=config.server_channel_max_idle_time_seconds,
             ),
             name="namesrv",
         )
@@ -77,14 +77,15 @@ class NamesrvController:
         self.routes.on_channel_destroy(conn)
 
     async def _scan_loop(self) -> None:
-        interval = self.config.scan_not_active_broker_interval
+        interval = self.config.scan_not_active_broker_interval / 1000
         while True:
             await asyncio.sleep(interval)
             self.scan_once()
 
     def scan_once(self) -> None:
         """Drop brokers silent for longer than the expiry and close their connections."""
-        expired = self.routes.scan_not_active_broker(time.monotonic(), self.config.broker_channel_expired_time)
+        expired = self.routes.scan_not_active_broker(time.monotonic(),
+                                                   self.config.broker_channel_expired_time / 1000)
         for channel in expired:
             if isinstance(channel, Connection):
                 log.warning("broker_expired", peer=channel.remote_addr)

@@ -11,6 +11,23 @@ import structlog
 LogFormat = Literal["json", "console"]
 
 
+class StderrLogger:
+    """Writes each rendered line to whatever ``sys.stderr`` is when it is written, not the stream that was
+    current at set-up: an embedding program or a test harness may swap (and close) streams after logging was
+    configured, and a logger bound to a closed stream turns every later log call into an exception."""
+
+    def msg(self, message: str) -> None:
+        stream = sys.stderr
+        stream.write(message + "\n")
+        stream.flush()
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+
+def _stderr_logger(*_args: object) -> StderrLogger:
+    return StderrLogger()
+
+
 def configure_logging(fmt: LogFormat = "console", level: str = "INFO") -> None:
     """Route structlog to stderr with ISO timestamps; ``json`` for machines, ``console`` for people."""
     numeric = logging.getLevelName(level.upper())
@@ -28,6 +45,6 @@ def configure_logging(fmt: LogFormat = "console", level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=True,
     )

@@ -186,6 +186,9 @@ PROPERTY_NAMES: dict[str, str] = {
     "deleteWhen": "delete_when",
     "fileReservedTime": "file_reserved_time_hours",
     "diskMaxUsedSpaceRatio": "disk_max_used_space_ratio",
+    # System properties in RocketMQ (rocketmq.broker.diskSpace...); config keys here.
+    "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
+    "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
     "cleanResourceInterval": "clean_resource_interval_ms",
     "checkCRCOnRecover": "check_crc_on_recover",
     "warmMapedFileEnable": "warm_mapped_file",

@@ -275,11 +275,17 @@ class MappedFileAllocator:
             self._pending.pop(path).add_done_callback(_destroy_created)
 
     def close(self) -> None:
-        """Close files created but never taken (shutdown); their names stay, harmless and zero-filled."""
+        """Close files requested but never taken (shutdown); their names stay, harmless and zero-filled.
+        A file still being created is closed the moment its creation ends, so its warm-up stops at once
+        instead of reading the whole file while the process waits to exit."""
         for created in self._pending.values():
-            if created.done() and created.exception() is None:
-                created.result().close()
+            created.add_done_callback(_close_created)
         self._pending.clear()
+
+
+def _close_created(created: concurrent.futures.Future[MappedFile]) -> None:
+    if not created.cancelled() and created.exception() is None:
+        created.result().close()
 
 
 def _destroy_created(created: concurrent.futures.Future[MappedFile]) -> None:

@@ -93,12 +93,32 @@ def wait_exit(proc: Proc, timeout: float) -> int | None:
     return None
 
 
+#: Small files for test brokers: RocketMQ's defaults (1 GiB commit-log files, pre-allocated) would put 2 GiB per
+#: broker on the disk of whoever runs the tests. And how full that disk is must not make a test broker delete
+#: files or refuse puts.
+TEST_COMMIT_LOG_FILE_SIZE = 4 * 1024 * 1024
+TEST_STORE_PROPERTIES = {
+    "mappedFileSizeCommitLog": str(TEST_COMMIT_LOG_FILE_SIZE),
+    "diskMaxUsedSpaceRatio": "100", "diskSpaceCleanForciblyRatio": "100", "diskSpaceWarningLevelRatio": "100",
+}
+
+
+def effective_config(store_dir: Path, config: Path | None) -> Path:
+    """A properties file beside ``store_dir``: the small-store defaults, then ``config``'s own lines."""
+    lines = [f"{key}={value}" for key, value in TEST_STORE_PROPERTIES.items()]
+    if config is not None:
+        lines.append(config.read_text())
+    path = store_dir.parent / f"{store_dir.name}.test.properties"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def start_broker(*extra: str, namesrv: str, store_dir: Path, name: str = "broker-a", config: Path | None = None,
                  env: dict[str, str] | None = None) -> Proc:
     args = [sys.executable, "-m", "broker.main", "-n", namesrv, "--listen-host", "127.0.0.1", "--listen-port", "0",
-            "--broker-name", name, "--store-dir", str(store_dir), "--log-format", "json"]
-    if config is not None:
-        args += ["-c", str(config)]
+            "--broker-name", name, "--store-dir", str(store_dir), "--log-format", "json",
+            "-c", str(effective_config(store_dir, config))]
     proc = Proc([*args, *extra], "BROKER READY", env=env)
     proc.wait_ready()
     return proc

@@ -15,7 +15,7 @@ import pytest
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.record import decode_records, parse_properties
-from tests.procs import Proc, start_broker, start_namesrv
+from tests.procs import TEST_COMMIT_LOG_FILE_SIZE, Proc, start_broker, start_namesrv
 
 rocketmq = pytest.importorskip("rocketmq.client", reason="rocketmq==0.4.4 ships a Linux x86_64 wheel only")
 
@@ -32,7 +32,8 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[P
 
 
 async def read_topic(store_dir: Path, topic: str) -> list[tuple[bytes, dict[str, str]]]:
-    store = MessageStore(StoreConfig(store_path_root_dir=str(store_dir)))
+    store = MessageStore(StoreConfig(store_path_root_dir=str(store_dir),
+                                     mapped_file_size_commit_log=TEST_COMMIT_LOG_FILE_SIZE))
     await store.start()
     try:
         out = []

@@ -33,8 +33,8 @@ def ns_config(tmp_path: Path, **kw: object) -> NamesrvConfig:
 
 @pytest.fixture
 async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
-    ns = NamesrvController(ns_config(tmp_path, scan_not_active_broker_interval=0.05,
-                                     broker_channel_expired_time=30))
+    ns = NamesrvController(ns_config(tmp_path, scan_not_active_broker_interval=50,
+                                     broker_channel_expired_time=30_000))
     await ns.start()
     yield ns
     await ns.stop()
@@ -155,8 +155,8 @@ async def test_unregister_removes_addresses_then_groups(namesrv: NamesrvControll
 
 
 async def test_silent_broker_expires(tmp_path: Path) -> None:
-    ns = NamesrvController(ns_config(tmp_path, scan_not_active_broker_interval=0.05,
-                                     broker_channel_expired_time=0.3))
+    ns = NamesrvController(ns_config(tmp_path, scan_not_active_broker_interval=50,
+                                     broker_channel_expired_time=300))
     await ns.start()
     broker = FakeBroker("broker-x", 0, 12911, ("X",))
     try:

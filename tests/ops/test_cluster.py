@@ -21,7 +21,7 @@ from remoting.command import RemotingCommand
 from remoting.headers import PullMessageRequestHeader
 from store.record import decode_records
 from tests.helpers import eventually
-from tests.procs import Proc, wait_exit
+from tests.procs import TEST_STORE_PROPERTIES, Proc, wait_exit
 
 TOPIC = "OpsOrders"
 SENT = 12
@@ -31,7 +31,8 @@ SENT = 12
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Proc, Path]]:
     base = tmp_path_factory.mktemp("cluster")
     proc = Proc([sys.executable, "-m", "admin.cluster", "up", "--preset", "2m-2s-sync", "--namesrv", "2",
-                 "--base-dir", str(base), "--ephemeral-ports", "--log-format", "json"], "CLUSTER READY")
+                 "--base-dir", str(base), "--ephemeral-ports", "--log-format", "json",
+                 *(f"--set={key}={value}" for key, value in TEST_STORE_PROPERTIES.items())], "CLUSTER READY")
     try:
         proc.wait_ready(60)
         yield proc, base
@@ -140,7 +141,8 @@ async def test_a_crashed_process_is_reported(cluster: tuple[Proc, Path]) -> None
 async def test_namesrv_restarted_empty_is_repopulated_within_one_period(tmp_path: Path) -> None:
     period_ms = 1500
     cluster = LocalCluster("2m-noslave", base_dir=tmp_path, namesrv_count=1, ephemeral_ports=True,
-                           overrides={"registerNameServerPeriod": str(period_ms)}, log_format="json")
+                           overrides={"registerNameServerPeriod": str(period_ms), **TEST_STORE_PROPERTIES},
+                           log_format="json")
     await cluster.start()
     try:
         cluster.signal("namesrv-0", signal.SIGKILL)

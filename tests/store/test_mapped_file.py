@@ -159,6 +159,36 @@ def test_allocator_creates_ahead_in_its_thread(tmp_path: Path, monkeypatch: pyte
     assert sorted(os.listdir(tmp_path)) == [file_name_for(0), file_name_for(SIZE), file_name_for(2 * SIZE)]
 
 
+def test_closing_the_allocator_mid_creation_stops_the_warm_up(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shutdown while the next file is still being created: that file is closed as soon as it exists, so
+    its warm-up (reading the whole file, seconds for 1 GiB) stops at once instead of delaying exit."""
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    allocator = MappedFileAllocator(executor)
+    creating, release = threading.Event(), threading.Event()
+    warmed: list[int] = []
+    original_create, original_warm = MappedFile.create, MappedFile.warm
+
+    def slow_create(path: str, size: int) -> MappedFile:
+        creating.set()
+        assert release.wait(10)
+        return original_create(path, size)
+
+    def counting_warm(self: MappedFile, start: int = 0, end: int | None = None) -> None:
+        warmed.append(0 if self.closed else 1)
+        original_warm(self, start, end)
+
+    monkeypatch.setattr(MappedFile, "create", slow_create)
+    monkeypatch.setattr(MappedFile, "warm", counting_warm)
+    future = allocator.request(os.path.join(str(tmp_path), file_name_for(0)), SIZE, warm=True)
+    assert future is not None and creating.wait(10)
+    allocator.close()  # the file is not created yet
+    release.set()
+    executor.shutdown(wait=True)
+    assert future.result().closed
+    assert warmed == [0]  # the warm-up found the file closed and read nothing
+
+
 def test_allocator_reuses_an_existing_zero_file(tmp_path: Path) -> None:
     path = tmp_path / file_name_for(0)
     path.write_bytes(bytes(SIZE))
