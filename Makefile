@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --upgrade pip >/dev/null
 	$(BIN)/python -m pip install -e '.[dev,spark]'
 	@command -v java >/dev/null || { apt-get update && apt-get install -y openjdk-17-jre-headless; }
+	@command -v ip >/dev/null || { apt-get update && apt-get install -y iproute2; }
 	@touch $(STAMP)
 
 setup: $(STAMP)
