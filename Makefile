@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(BIN)/rmq-bench produce --mode batch
 	$(BIN)/rmq-bench consume
 	$(BIN)/rmq-bench ha
+	$(BIN)/rmq-bench spark
 
 bench-store: $(STAMP)
 	$(BIN)/rmq-bench store
