@@ -4,12 +4,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: setup test lint typecheck pytest namesrv run demo bench bench-store clean
+.PHONY: setup test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --upgrade pip >/dev/null
-	$(BIN)/python -m pip install -e '.[dev,spark]'
+	$(BIN)/python -m pip install -e '.[dev,spark,compare]'
 	@command -v java >/dev/null || { apt-get update && apt-get install -y openjdk-17-jre-headless; }
 	@command -v ip >/dev/null || { apt-get update && apt-get install -y iproute2; }
 	@touch $(STAMP)
@@ -44,6 +44,15 @@ bench: $(STAMP)
 	$(BIN)/rmq-bench consume
 	$(BIN)/rmq-bench ha
 	$(BIN)/rmq-bench spark
+	$(MAKE) bench-compare
+
+# The peer brokers of `rmq-bench compare` (Debian packages); a peer that cannot be installed is reported by the
+# benchmark, not dropped, hence the leading '-'.
+install-peers:
+	-sh benchmarks/compare/install_peers.sh
+
+bench-compare: $(STAMP) install-peers
+	$(BIN)/rmq-bench compare
 
 bench-store: $(STAMP)
 	$(BIN)/rmq-bench store

@@ -14,6 +14,8 @@ WORKLOADS = {
     "produce": ("benchmarks.produce_bench", "producer throughput and latency through the SDK: sync/async/oneway/batch"),
     "spark": ("benchmarks.spark_bench",
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
+    "compare": ("benchmarks.compare.cli",
+                "PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ; writes benchmarks/RESULTS.md"),
 }
 
 

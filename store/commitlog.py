@@ -481,7 +481,10 @@ class CommitLogScanner:
                 try:
                     item = check_record(mapped.view, pos, limit, base_offset=base, check_crc=self.check_crc)
                 except RecordFormatError as exc:
-                    if self.written_only and exc.reason == "truncated record":
+                    # In a live log the written limit can fall inside a record: that record is unfinished, not
+                    # damaged, even when its first bytes so far are zeros (TOTALSIZE starts with zero bytes).
+                    if self.written_only and (exc.reason == "truncated record"
+                                              or (exc.is_end_of_data and limit - pos < SIZE_AND_MAGIC.size)):
                         self.incomplete = True
                     else:
                         self.error = exc

@@ -211,6 +211,37 @@ async def test_slave_appends_raw_bytes_and_indexes_them(store: MessageStore, tmp
         await slave.shutdown()
 
 
+async def test_slave_waits_for_a_record_cut_in_its_leading_zero_bytes(store: MessageStore, tmp_path: Path) -> None:
+    """A record's TOTALSIZE starts with zero bytes (a 250-byte record begins 00 00 00 FA). A replication
+    chunk that ends 1..3 bytes into a record therefore ends in zeros: that is an unfinished record to wait
+    for, not the end of the data or damage (it used to cut the slave's log and drop its connection)."""
+    for i in range(30):
+        await store.put_message(msg(queue_id=i % 2, body=bytes(100 + i), tags="z"))
+    starts = []
+    offset = 0
+    while offset < store.max_phy_offset:
+        record = store.look_message_by_offset(offset)
+        assert record is not None
+        starts.append(offset)
+        offset += record.total_size
+    slave = MessageStore(small_config(tmp_path / "slave"))
+    await slave.start()
+    try:
+        offset = 0
+        for index, start in enumerate(starts[1:]):
+            cut = start + 1 + index % 3  # 1, 2 or 3 bytes into the next record: all zeros so far
+            chunk = store.get_commit_log_data(offset, cut - offset)
+            assert chunk is not None and not any(bytes(chunk)[start - offset:])
+            assert slave.append_to_commit_log(offset, bytes(chunk)), f"cut at {cut}"
+            offset = cut
+        rest = store.get_commit_log_data(offset)
+        assert rest is not None and slave.append_to_commit_log(offset, bytes(rest))
+        assert slave.max_phy_offset == store.max_phy_offset
+        assert slave.get_max_offset_in_queue("T", 0) == store.get_max_offset_in_queue("T", 0) == 15
+    finally:
+        await slave.shutdown()
+
+
 async def test_empty_slave_only_accepts_a_file_start(tmp_path: Path) -> None:
     slave = MessageStore(small_config(tmp_path))
     await slave.start()

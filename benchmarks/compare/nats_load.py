@@ -1,0 +1,156 @@
+"""The workloads against NATS JetStream through ``nats-py`` (file storage, publish with ack).
+
+* W1/W2: ``in_flight`` coroutines, each awaiting ``js.publish`` (the server's PubAck) in a loop.
+* W3: one ``js.publish`` at a time.
+* W5: JetStream has no batch publish; its own pipelining is ``js.publish_async``: each of
+  ``batch_workers`` coroutines issues ``batch`` publishes and awaits their acks together.
+* W4: a durable pull consumer (deliver all) fetching 100 at a time; ``EACH`` acknowledges every message
+  (``AckPolicy.EXPLICIT``, ``msg.ack()``), ``BATCH`` acknowledges the last of every 100 (``AckPolicy.ALL``).
+
+Each stream is named after the run and holds one subject of the same name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import nats
+from nats.aio.client import Client as NatsConnection
+from nats.js import JetStreamContext, api
+from nats.js.errors import NotFoundError
+
+from benchmarks.compare.workload import (
+    ACK_EVERY,
+    Budget,
+    ConsumeMode,
+    ConsumeProgress,
+    Measure,
+    Plan,
+    body,
+    pipelined,
+)
+
+PUBLISH_TIMEOUT = 10.0
+FETCH_TIMEOUT = 1.0
+
+
+class NatsClient:
+    """W1-W5 against one nats-server."""
+
+    consume_modes: tuple[ConsumeMode, ...] = (ConsumeMode.EACH, ConsumeMode.BATCH)
+    refill_per_consume = False
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def _connect(self, max_pending: int = 4000) -> tuple[NatsConnection, JetStreamContext]:
+        connection = await nats.connect(self.url, connect_timeout=5, max_reconnect_attempts=0,
+                                        allow_reconnect=False, pending_size=8 * 1024 * 1024)
+        return connection, connection.jetstream(timeout=PUBLISH_TIMEOUT, publish_async_max_pending=max_pending)
+
+    async def _stream(self, js: JetStreamContext, name: str) -> None:
+        try:
+            await js.stream_info(name)
+        except NotFoundError:
+            await js.add_stream(name=name, subjects=[name], storage=api.StorageType.FILE,
+                                retention=api.RetentionPolicy.LIMITS)
+
+    async def produce(self, name: str, size: int, plan: Plan) -> Measure:
+        connection, js = await self._connect()
+        try:
+            await self._stream(js, name)
+            payload = body(size)
+            measure = Measure()
+            await pipelined(lambda: js.publish(name, payload), measure, Budget(plan.count, plan.time_limit),
+                            workers=plan.in_flight)
+            return measure
+        finally:
+            await connection.close()
+
+    async def sequential(self, name: str, plan: Plan) -> Measure:
+        connection, js = await self._connect()
+        try:
+            await self._stream(js, name)
+            payload = body(1024)
+            measure = Measure(capacity=plan.sequential)
+            await pipelined(lambda: js.publish(name, payload), measure, Budget(plan.sequential, plan.time_limit),
+                            workers=1, record_latency=True)
+            return measure
+        finally:
+            await connection.close()
+
+    async def batches(self, name: str, plan: Plan) -> Measure:
+        connection, js = await self._connect(max_pending=plan.batch * plan.batch_workers + 64)
+        try:
+            await self._stream(js, name)
+            payload = body(1024)
+
+            async def one_batch() -> None:
+                futures = [await js.publish_async(name, payload) for _ in range(plan.batch)]
+                await asyncio.wait_for(asyncio.gather(*futures), PUBLISH_TIMEOUT)
+
+            measure = Measure()
+            await pipelined(one_batch, measure, Budget(plan.count, plan.time_limit), workers=plan.batch_workers,
+                            per_call=plan.batch, record_latency=True)
+            return measure
+        finally:
+            await connection.close()
+
+    async def fill(self, name: str, size: int, count: int) -> int:
+        plan = Plan(count=count, time_limit=300.0)
+        connection, js = await self._connect(max_pending=plan.batch * plan.batch_workers + 64)
+        try:
+            await self._stream(js, name)
+            payload = body(size)
+
+            async def one_batch() -> None:
+                futures = [await js.publish_async(name, payload) for _ in range(plan.batch)]
+                await asyncio.gather(*futures)
+
+            measure = Measure()
+            await pipelined(one_batch, measure, Budget(count - count % plan.batch, plan.time_limit),
+                            workers=plan.batch_workers, per_call=plan.batch)
+            for _ in range(count % plan.batch):
+                await js.publish(name, payload)
+                measure.ok(1)
+            return measure.done
+        finally:
+            await connection.close()
+
+    async def consume(self, name: str, count: int, mode: ConsumeMode, plan: Plan) -> Measure:
+        connection, js = await self._connect()
+        try:
+            policy = api.AckPolicy.EXPLICIT if mode is ConsumeMode.EACH else api.AckPolicy.ALL
+            config = api.ConsumerConfig(ack_policy=policy, deliver_policy=api.DeliverPolicy.ALL,
+                                        max_ack_pending=100_000, ack_wait=60.0)
+            progress = ConsumeProgress(count)
+            start = time.perf_counter()
+            subscription = await js.pull_subscribe(name, durable=f"{name}-{mode}", stream=name, config=config)
+            deadline = time.monotonic() + plan.time_limit
+            while not progress.finished.is_set() and time.monotonic() < deadline:
+                if time.perf_counter() - progress.last > plan.consume_idle:
+                    break
+                try:
+                    messages = await subscription.fetch(ACK_EVERY, timeout=FETCH_TIMEOUT)
+                except TimeoutError:
+                    continue
+                if mode is ConsumeMode.EACH:
+                    for message in messages:
+                        await message.ack()
+                elif messages:
+                    await messages[-1].ack()
+                progress.add(len(messages))
+            await connection.flush()
+            return progress.measure(start)
+        finally:
+            await connection.close()
+
+    async def drop(self, name: str) -> None:
+        connection, js = await self._connect()
+        try:
+            await js.delete_stream(name)
+        except NotFoundError:
+            pass
+        finally:
+            await connection.close()

@@ -1,0 +1,134 @@
+"""The comparison benchmark's pure parts: medians and ratios, the report's tables, and a peer that is not
+installed being reported (not dropped). No server is started."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from benchmarks.compare import peers
+from benchmarks.compare.limits import Limits
+from benchmarks.compare.report import Meta, render, throughput_table
+from benchmarks.compare.results import RunRecord, TargetStatus, best_peer, check_targets, median, ratio, summarise
+from benchmarks.compare.runner import Options, Outcome, run_target
+from benchmarks.compare.target import Target, Unavailable
+from benchmarks.compare.workload import Budget, Measure, Plan, Workload, pipelined
+
+POCKET, SYNC, REDIS, NATS = "PocketMQ ASYNC_MASTER", "PocketMQ SYNC_MASTER+slave", "Redis Streams", "NATS JetStream"
+PEER_FLAGS = {POCKET: False, SYNC: False, REDIS: True, NATS: True}
+
+
+def _runs(target: str, workload: Workload, rates: list[float], mode: str = "", **extra: object) -> list[RunRecord]:
+    return [RunRecord(target, workload, mode, done=int(rate), seconds=1.0, **extra)  # type: ignore[arg-type]
+            for rate in rates]
+
+
+def test_median_ignores_missing_values() -> None:
+    assert median([3.0, None, 1.0, 2.0]) == 2.0
+    assert median([None, None]) is None
+    assert ratio(10.0, 0.0) is None
+    assert ratio(None, 2.0) is None
+    assert ratio(10.0, 4.0) == 2.5
+
+
+def test_summarise_takes_the_median_run_and_finds_the_best_peer() -> None:
+    records = [
+        *_runs(POCKET, Workload.W1, [90_000, 30_000, 60_000], server_cpu_pct=80.0),
+        *_runs(REDIS, Workload.W1, [20_000, 30_000, 25_000]),
+        *_runs(NATS, Workload.W1, [28_000, 26_000, 27_000]),
+    ]
+    rows = summarise(records, PEER_FLAGS, expected=1)
+    pocket = next(r for r in rows if r.target == POCKET)
+    assert pocket.rate == 60_000
+    assert pocket.rates == (90_000, 30_000, 60_000)
+    assert pocket.server_cpu_pct == 80.0
+    best = best_peer(rows, Workload.W1)
+    assert best is not None and best.target == NATS and best.rate == 27_000
+
+
+def test_failed_runs_do_not_count_in_the_median() -> None:
+    records = [*_runs(REDIS, Workload.W1, [10_000, 20_000]),
+               RunRecord(REDIS, Workload.W1, done=0, seconds=0.0, error="ConnectionError: refused")]
+    (row,) = summarise(records, PEER_FLAGS, expected=1)
+    assert row.rate == 15_000
+    assert row.error == "ConnectionError: refused"
+
+
+def test_latency_medians_and_the_best_peer_by_p50() -> None:
+    records = [
+        RunRecord(REDIS, Workload.W3, done=5000, seconds=1.0, latency_us={"p50": 260.0, "p99": 900.0, "p999": 2e3}),
+        RunRecord(NATS, Workload.W3, done=5000, seconds=1.0, latency_us={"p50": 370.0, "p99": 800.0, "p999": 3e3}),
+        RunRecord(POCKET, Workload.W3, done=5000, seconds=1.0, latency_us={"p50": 200.0, "p99": 700.0, "p999": 9e3}),
+    ]
+    rows = summarise(records, PEER_FLAGS, expected=1)
+    best = best_peer(rows, Workload.W3, latency="p50")
+    assert best is not None and best.target == REDIS
+    checks = {c.target: c.met for c in check_targets(rows, POCKET, SYNC, echo_idle_p50_us=120.0)}
+    assert checks["W3: p50 below every peer's"] is True
+    assert checks["W3: p99 no worse than the best peer's"] is True
+    assert checks["W3: p50 within 2x the idle asyncio echo round trip"] is True
+    assert checks["W1: ≥ 2x the best peer's msg/s"] is None  # no W1 figures: cannot tell
+
+
+def test_throughput_table_shows_ratio_to_best_peer_and_unavailable_peers() -> None:
+    rows = summarise([*_runs(POCKET, Workload.W1, [60_000]), *_runs(REDIS, Workload.W1, [30_000])], PEER_FLAGS,
+                     expected=1)
+    statuses = [TargetStatus("pocketmq", POCKET, False, "ok"), TargetStatus("redis", REDIS, True, "ok"),
+                TargetStatus("rabbitmq", "RabbitMQ quorum", True, "not installed", "rabbitmq-server not found")]
+    text = "\n".join(throughput_table(Workload.W1, rows, statuses, 1024))
+    assert f"| {POCKET} | 60,000 | 61.4 | 60,000 | 2.00x |" in text
+    assert f"| {REDIS} | 30,000 | 30.7 | 30,000 | 1.00x |" in text
+    assert "| RabbitMQ quorum | not installed: rabbitmq-server not found |" in text
+    assert "Best peer: Redis Streams, 30,000 msg/s." in text
+
+
+def test_require_binary_reports_a_missing_server_as_not_installed() -> None:
+    with pytest.raises(Unavailable) as caught:
+        peers.require_binary("no-such-server-for-pocketmq-tests", "no-such-package")
+    assert caught.value.state == "not installed"
+    assert "install_peers.sh" in caught.value.detail
+
+
+def test_a_peer_that_is_not_installed_is_reported_in_every_table(tmp_path: Path) -> None:
+    def start(workdir: Path) -> peers.PeerServer:
+        raise Unavailable("not installed", "nats-server not found")
+
+    target = Target("nats", NATS, True, start, lambda: "not installed")
+    outcome = Outcome()
+    plan = Plan().quick()
+    run_target(target, Options(plan=plan, workloads=list(Workload), targets=[target]), outcome, io.StringIO())
+    assert outcome.statuses == [TargetStatus("nats", NATS, True, "not installed", "nats-server not found",
+                                             "not installed")]
+    assert outcome.records == []
+    meta = Meta(date="today", machine="2 CPUs", clients="none", plan=plan, pinned=True, loadavg={},
+                command="rmq-bench compare")
+    limits = Limits({"p50": 20.0}, {"p50": 15.0}, 2e9, {1024: 3e6, 128: 8e6})
+    text = render(meta, outcome.statuses, [], limits, [], list(Workload))
+    assert text.count(f"| {NATS} | not installed: nats-server not found |") == len(Workload)
+    assert "| NATS JetStream | not installed | not installed | nats-server not found |" in text
+
+
+async def test_pipelined_is_bounded_by_count_and_counts_failures() -> None:
+    calls = 0
+
+    async def call() -> None:
+        nonlocal calls
+        calls += 1
+        if calls % 4 == 0:
+            raise RuntimeError("refused")
+
+    measure = Measure()
+    await pipelined(call, measure, Budget(40, 10.0), workers=8, per_call=2, record_latency=True)
+    assert calls == 20
+    assert measure.done + measure.failed == 40
+    assert measure.failed == 10
+    assert measure.first_error == "RuntimeError: refused"
+    assert len(measure.latencies_us) == 15
+
+
+def test_budget_stops_at_the_deadline() -> None:
+    budget = Budget(1_000, 0.0)
+    assert not budget.take(1)
+    assert budget.left == 1_000
