@@ -406,6 +406,13 @@ class Producer:
         if info is None or not info.ok or self._in_flight >= self.max_in_flight:
             return await self._send_sync(out, timeout, None, None, None)
         budget = self.send_msg_timeout if timeout is None else self._budget(timeout)
+        if self._in_flight and out.batchable and self.auto_batch:
+            # Others are in flight: join this loop step's batch (its queue is chosen when it leaves).
+            self._in_flight += 1
+            try:
+                return await self._coalesce(out, budget, False)
+            finally:
+                self._release_slot()
         queue = self.fault_strategy.select_one_message_queue(info, None)
         addr = self._masters.get(queue.broker_name)
         conn = self._conns.get(addr) if addr is not None else None
@@ -413,8 +420,6 @@ class Producer:
             return await self._send_sync(out, timeout, None, None, None)
         self._in_flight += 1
         try:
-            if self._in_flight > 1 and out.batchable and self.auto_batch:
-                return await self._coalesce(out, budget, False)
             return await self._first_attempt(out, info, queue, addr, conn, budget,
                                              1 + self.retry_times_when_send_failed, is_retriable_send_error,
                                              self.retry_another_broker_when_not_store_ok)
