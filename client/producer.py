@@ -37,7 +37,7 @@ backpressure applies.
 Auto-batching (``auto_batch``, on by default; RocketMQ 5's ``autoBatch`` idea, without its linger): a
 ``send`` or ``send_async`` issued while other sends of this producer are in flight does not leave at once; it
 waits for the end of the current event-loop step, and every such send of the same topic (and kind) queued by
-then leaves together as one SEND_BATCH_MESSAGE of at most ``auto_batch_max_messages`` (64) messages and
+then leaves together as one SEND_BATCH_MESSAGE of at most ``auto_batch_max_messages`` (256) messages and
 ``auto_batch_max_bytes`` (256 KiB) — to one queue, stored as separate messages in order. Each send still gets
 its own :class:`SendResult` (its ``UNIQ_KEY``, its broker id, its queue offset) and its own callback; a batch
 that fails fails each of its sends with the same error after the same retries. A lone send (nothing else in
@@ -138,8 +138,9 @@ MAX_CACHED_TOPICS = 4096
 MAX_SLOT_WAITERS = 65536
 #: Broker answers that blame the message, not the broker: no isolation for them.
 _NO_ISOLATION_CODES = frozenset({ResponseCode.MESSAGE_ILLEGAL})
-#: Auto-batching bounds: messages and encoded bytes per coalesced SEND_BATCH_MESSAGE.
-AUTO_BATCH_MAX_MESSAGES = 64
+#: Auto-batching bounds: messages and encoded bytes per coalesced SEND_BATCH_MESSAGE. With 1,000 sends of 1 KiB
+#: in flight, 256 / 256 KiB gave ~69k msg/s against ~52k for 64 and ~36-54k for 1,024 / 1 MiB (load 2.5).
+AUTO_BATCH_MAX_MESSAGES = 256
 AUTO_BATCH_MAX_BYTES = 256 * 1024
 
 _monotonic = time.monotonic
