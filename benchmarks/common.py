@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 30.0
 
@@ -153,3 +157,17 @@ def pin_self() -> None:
     cpus = available_cpus()
     if len(cpus) >= 2:
         os.sched_setaffinity(0, {cpus[0]})
+
+
+async def create_topic(broker_addr: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC on one broker, so a run uses ``queues`` queues from the start."""
+    fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
+              "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
+    client = RemotingClient()
+    try:
+        response = await client.invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                                                           fields), timeout=10.0)
+    finally:
+        await client.close()
+    if response.code != ResponseCode.SUCCESS:
+        raise RuntimeError(f"cannot create topic {topic}: {response.code} {response.remark}")

@@ -35,15 +35,12 @@ from typing import Any
 
 import uvloop
 
-from benchmarks.common import Child, local_cluster, percentiles, pin_self, wait_idle
+from benchmarks.common import Child, create_topic, local_cluster, percentiles, pin_self, wait_idle
 from client.consume_types import ConsumeFromWhere
 from client.message import Message
 from client.producer import Producer
 from client.pull_decode import MessageExt
 from client.push_consumer import PushConsumer
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
 
 _STAMP = struct.Struct(">q")
 #: Batches in flight while the backlog is written.
@@ -113,18 +110,6 @@ def _quiet_logs() -> None:
 # -- our own cluster -------------------------------------------------------------------------------------------
 
 
-async def _create_topic(broker_addr: str, topic: str, queues: int) -> None:
-    fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
-              "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-    client = RemotingClient()
-    try:
-        response = await client.invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                           fields), timeout=10.0)
-    finally:
-        await client.close()
-    if response.code != ResponseCode.SUCCESS:
-        raise RuntimeError(f"cannot create topic {topic}: {response.code} {response.remark}")
-
 
 async def _wait_for_route(producer: Producer, topic: str, deadline: float) -> None:
     instance = producer.instance
@@ -168,7 +153,7 @@ async def _bench(args: argparse.Namespace, namesrv: str, broker: Child | None) -
 
 async def _prepare_topic(args: argparse.Namespace, producer: Producer, broker: Child | None, topic: str) -> None:
     if broker is not None:
-        await _create_topic(broker.addr, topic, args.queues)
+        await create_topic(broker.addr, topic, args.queues)
     else:
         await producer.send(Message(topic, b"create"))  # auto-created through TBW102
     await _wait_for_route(producer, topic, time.monotonic() + 30.0)

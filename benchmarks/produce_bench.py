@@ -37,12 +37,10 @@ from typing import Any
 
 import uvloop
 
-from benchmarks.common import Child, local_cluster, percentiles, pin_self
+from benchmarks.common import Child, create_topic, local_cluster, percentiles, pin_self
 from client.message import Message
 from client.producer import Producer
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode, SerializeType
-from remoting.command import RemotingCommand
+from remoting.codes import SerializeType
 
 MODES = ("sync", "async", "oneway", "batch")
 
@@ -149,19 +147,6 @@ class _Stats:
             self.first_error = f"{type(error).__name__}: {error}"
 
 
-async def _create_topic(broker_addr: str, topic: str, queues: int) -> None:
-    """UPDATE_AND_CREATE_TOPIC on our own broker, so the run uses ``--queues`` queues from the start."""
-    fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
-              "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-    client = RemotingClient()
-    try:
-        response = await client.invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                           fields), timeout=10.0)
-    finally:
-        await client.close()
-    if response.code != ResponseCode.SUCCESS:
-        raise RuntimeError(f"cannot create topic {topic}: {response.code} {response.remark}")
-
 
 async def _wait_for_route(producer: Producer, topic: str, deadline: float) -> None:
     """Until the name server has the topic's own route (the broker created it and registered)."""
@@ -184,7 +169,7 @@ async def _bench(args: argparse.Namespace, namesrv: str, broker: Child | None) -
     await producer.start()
     try:
         if broker is not None:
-            await _create_topic(broker.addr, args.topic, args.queues)
+            await create_topic(broker.addr, args.topic, args.queues)
         await _wait_for_route(producer, args.topic, time.monotonic() + 30.0)
         if args.warmup:
             await _phase(args, producer, body, _Stats(0), args.warmup, args.messages, report=False)

@@ -34,7 +34,7 @@ from pathlib import Path
 import structlog
 import uvloop
 
-from benchmarks.common import Child, local_cluster, wait_idle
+from benchmarks.common import Child, create_topic, local_cluster, wait_idle
 from benchmarks.compare.target import Target, Unavailable
 from benchmarks.compare.workload import (
     Budget,
@@ -47,7 +47,7 @@ from benchmarks.compare.workload import (
 )
 from client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, SendStatus
 from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
+from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 
 QUEUES = 8
@@ -157,19 +157,6 @@ class PocketClient:
     async def drop(self, name: str) -> None:
         """Commit-log data stays (a topic's messages are not deleted one by one); nothing to do."""
 
-
-async def create_topic(broker_addr: str, topic: str, queues: int) -> None:
-    """UPDATE_AND_CREATE_TOPIC on one broker, so the run uses ``queues`` queues from the start."""
-    fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
-              "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
-    client = RemotingClient()
-    try:
-        response = await client.invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                           fields), timeout=10.0)
-    finally:
-        await client.close()
-    if response.code != ResponseCode.SUCCESS:
-        raise RuntimeError(f"cannot create topic {topic}: {response.code} {response.remark}")
 
 
 class PocketServer:
