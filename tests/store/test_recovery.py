@@ -46,6 +46,13 @@ async def fill(s: MessageStore, count: int, seed: int) -> Written:
     return written
 
 
+def copy_live(src: Path, dst: Path) -> None:
+    """Copy the files of a running store as a crash would leave them (the page cache survives a process
+    crash). Files whose creation is in flight (``*.tmp``: the allocator's next commit-log file, a metadata
+    write) are left out: they may be renamed while the copy runs, and recovery deletes such leftovers."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.tmp"))
+
+
 def assert_prefix_kept(s: MessageStore, written: Written, at_least: int) -> int:
     """The store holds exactly a prefix of ``written`` (byte for byte) of at least ``at_least`` records."""
     kept = 0
@@ -131,7 +138,7 @@ async def test_abnormal_recovery_of_a_live_copy(tmp_path: Path) -> None:
     s = await reopen(small_config(tmp_path / "live"))
     try:
         written = await fill(s, 250, seed=2)
-        shutil.copytree(tmp_path / "live", tmp_path / "copy")  # what a crash would leave (page cache intact)
+        copy_live(tmp_path / "live", tmp_path / "copy")  # what a crash would leave (page cache intact)
     finally:
         await s.shutdown()
     copy = await reopen(small_config(tmp_path / "copy"))
@@ -157,7 +164,7 @@ async def test_lagging_consume_queues_are_rebuilt(tmp_path: Path) -> None:
         stale = read_file(Path(checkpoint_path))
         for i in range(100):
             await s.put_message(msg(body=bytes([i]) * 100))
-        shutil.copytree(tmp_path / "live", tmp_path / "copy")
+        copy_live(tmp_path / "live", tmp_path / "copy")
     finally:
         await s.shutdown()
     copy_root = tmp_path / "copy"
@@ -200,7 +207,7 @@ async def test_garbage_and_truncation_past_the_end(tmp_path: Path) -> None:
     stale = read_file(checkpoint_path)
     written += await fill(s, 150, seed=5)  # not covered by the checkpoint we will keep
     live_copy = tmp_path / "live"
-    shutil.copytree(base, live_copy)
+    copy_live(base, live_copy)
     await s.shutdown()
     write_file(live_copy / "checkpoint", stale)
     rng = random.Random(11)
