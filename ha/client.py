@@ -4,12 +4,13 @@
 set with :meth:`HAClient.update_master_address` when the broker learns it from the name server, or
 asked from a provider before each attempt), reconnecting with capped exponential backoff.
 
-On each connection the slave reports its max commit-log offset at once, after every read that appended
-bytes, and every ``ha_send_heartbeat_interval`` otherwise; it drops a master it has heard nothing from for
-``ha_housekeeping_interval``. The socket reads straight into the :class:`ha.wire.TransferDecoder`'s
-bounded buffer and each transfer body goes to :meth:`store.MessageStore.append_to_commit_log` as a
-view of that buffer (one copy, socket buffer -> mapped file), which also dispatches the records to the
-slave's consume queues.
+On each connection the slave reports its max commit-log offset at once, after every transfer that appended
+bytes (not once per read: a read may carry many transfers, and the master can answer SYNC_MASTER puts as
+soon as their part is acknowledged), and every ``ha_send_heartbeat_interval`` otherwise; it drops a master
+it has heard nothing from for ``ha_housekeeping_interval``. The socket reads straight into the
+:class:`ha.wire.TransferDecoder`'s bounded buffer and each transfer body goes to
+:meth:`store.MessageStore.append_to_commit_log` as a view of that buffer (one copy, socket buffer ->
+mapped file), which also dispatches the records to the slave's consume queues.
 
 Every transfer must start at the slave's own max offset. Two exceptions are part of the protocol: a slave
 with an empty log that reported 0 is sent the master's last file, and a slave that asked for bytes the
@@ -73,17 +74,17 @@ class _MasterLink(asyncio.BufferedProtocol):
         self.last_read_time = self.loop.time()
         try:
             self.decoder.buffer_updated(nbytes)
-            before = self.appended
             while (transfer := self.decoder.next_transfer()) is not None:
+                before = self.appended
                 if not self._client.apply_transfer(self, transfer):
                     self.close()
                     return
+                if self.appended != before:
+                    self.report()
         except HAProtocolError as exc:
             self.log.error("bad data from the master; reconnecting", error=str(exc))
             self.close()
             return
-        if self.appended != before:
-            self.report()
 
     def eof_received(self) -> bool:
         return False

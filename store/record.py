@@ -515,14 +515,13 @@ class DispatchRequest(NamedTuple):
     delay_level: int
 
 
-class _Parsed(NamedTuple):
-    fields: tuple[int | bytes, ...]
-    body_start: int
-    body_end: int
-    topic_start: int
-    topic_end: int
-    props_start: int
-    props_end: int
+_Parsed = tuple[tuple[int | bytes, ...], int, int, int, int]
+"""What :func:`_parse` found: (header fields, body start, body end = topic-length byte, topic end =
+properties-length field, properties end); a plain tuple, as it is built once per record scanned."""
+
+_TOPIC_NAMES: dict[bytes, str] = {}
+"""Decoded topic names by their bytes (a scan meets the same few topics over and over)."""
+_TOPIC_NAMES_MAX = 4096
 
 
 def _parse(buf: Buffer, pos: int, limit: int, check_crc: bool, expected_offset: int | None) -> _Parsed | Blank:
@@ -571,7 +570,7 @@ def _parse(buf: Buffer, pos: int, limit: int, check_crc: bool, expected_offset: 
         raise RecordFormatError("physical offset mismatch", pos)
     if check_crc and fields[2] != zlib.crc32(buf[body_start:body_end]) & 0x7FFFFFFF:
         raise RecordFormatError("body CRC mismatch", pos)
-    return _Parsed(fields, body_start, body_end, body_end + 1, topic_end, topic_end + 2, props_end)
+    return fields, body_start, body_end, topic_end, props_end
 
 
 def _text(buf: Buffer, start: int, end: int, pos: int, what: str) -> str:
@@ -598,12 +597,12 @@ def decode_record(
     parsed = _parse(buf, pos, len(buf) if limit is None else limit, check_crc, expected_offset)
     if isinstance(parsed, Blank):
         return parsed
-    f = parsed.fields
+    f, body_start, body_end, topic_end, props_end = parsed
     return MessageRecord(
         f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13],  # type: ignore[arg-type]
-        bytes(buf[parsed.body_start:parsed.body_end]),
-        _text(buf, parsed.topic_start, parsed.topic_end, pos, "topic"),
-        _text(buf, parsed.props_start, parsed.props_end, pos, "properties"),
+        bytes(buf[body_start:body_end]),
+        _text(buf, body_end + 1, topic_end, pos, "topic"),
+        _text(buf, topic_end + 2, props_end, pos, "properties"),
     )
 
 
@@ -637,9 +636,15 @@ def check_record(
     parsed = _parse(buf, pos, limit, check_crc, base_offset + pos)
     if isinstance(parsed, Blank):
         return parsed
-    f = parsed.fields
-    topic = _text(buf, parsed.topic_start, parsed.topic_end, pos, "topic")
-    props = bytes(buf[parsed.props_start:parsed.props_end])
+    f, _body_start, body_end, topic_end, props_end = parsed
+    raw_topic = bytes(buf[body_end + 1:topic_end])
+    topic = _TOPIC_NAMES.get(raw_topic)
+    if topic is None:
+        topic = _text(buf, body_end + 1, topic_end, pos, "topic")
+        if len(_TOPIC_NAMES) >= _TOPIC_NAMES_MAX:
+            _TOPIC_NAMES.clear()
+        _TOPIC_NAMES[raw_topic] = topic
+    props = bytes(buf[topic_end + 2:props_end])
     tags_code = tags_code_of_bytes(props)
     delay_level = 0
     if topic == SCHEDULE_TOPIC:

@@ -5,6 +5,7 @@ drop silent peers, and a slave refuses a transfer at the wrong offset."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import struct
 from typing import Any
 
@@ -242,11 +243,13 @@ async def test_peers_that_leave_before_reporting_free_their_slot(cluster: Cluste
 # ------------------------------------------------------------------------------- fake masters
 
 class FakeMaster:
-    """A server that records each connection's first report and answers with ``reply``."""
+    """A server that records each connection's first report and answers with ``reply``; ``acks`` are the
+    reports that follow on the same connection."""
 
     def __init__(self, reply: bytes) -> None:
         self.reply = reply
         self.reports: list[int] = []
+        self.acks: list[int] = []
         self.server: asyncio.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
 
@@ -261,9 +264,9 @@ class FakeMaster:
         if self.reply:
             writer.write(self.reply)
         try:
-            while await reader.read(4096):
-                pass
-        except ConnectionError:
+            while True:
+                self.acks.append(struct.unpack(">q", await reader.readexactly(8))[0])
+        except (ConnectionError, asyncio.IncompleteReadError):
             pass
         writer.close()
 
@@ -284,6 +287,29 @@ async def test_slave_refuses_a_transfer_at_the_wrong_offset(cluster: Cluster) ->
         await eventually(lambda: len(fake.reports) >= 2, message="slave reconnected")
         assert fake.reports[:2] == [0, 0]
         assert slave.max_phy_offset == 0
+    finally:
+        await fake.stop()
+
+
+async def test_slave_acknowledges_each_transfer_of_a_read(cluster: Cluster) -> None:
+    """Several transfers arriving in one read are acknowledged one by one as they are applied, so that the
+    master can answer SYNC_MASTER puts (and the slave's work overlaps the master's) before the whole read is
+    applied."""
+    source, _service = await cluster.start_master()
+    end = append_messages(source, 12, size=300)
+    data = bytes(source.get_commit_log_data(0, end) or b"")
+    assert len(data) == end
+    cuts = [0, end // 3, 2 * end // 3, end]
+    reply = b"".join(encode_transfer_header(a, b - a) + data[a:b] for a, b in itertools.pairwise(cuts))
+    fake = FakeMaster(reply)  # the three transfers leave in one write
+    address = await fake.start()
+    try:
+        slave = await cluster.start_slave()
+        client = cluster.start_client(slave, None)
+        client.update_master_address(address)
+        await eventually(lambda: slave.max_phy_offset == end, message="slave applied the transfers")
+        await eventually(lambda: end in fake.acks, message="slave acknowledged the last transfer")
+        assert sorted({ack for ack in fake.acks if ack}) == cuts[1:]
     finally:
         await fake.stop()
 

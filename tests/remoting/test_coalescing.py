@@ -1,0 +1,79 @@
+"""How a connection groups its answers into socket writes: the answers to requests read together leave
+in one write, except after large requests, whose answers leave as soon as they are ready (the peer works
+on them while the rest of the read is handled)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from remoting.command import RemotingCommand
+from remoting.connection import Connection
+from remoting.frame import FrameDecoder, encode_frame
+
+CODE = 77
+
+
+class RecordingTransport:
+    """The part of a transport a Connection uses; every write is kept as one entry."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def writelines(self, chunks: list[bytes]) -> None:
+        self.writes.append(b"".join(bytes(c) for c in chunks))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def answered_opaques(writes: list[bytes]) -> list[list[int]]:
+    """The opaque of every answer, grouped by the write that carried it."""
+    groups = []
+    for chunk in writes:
+        groups.append([cmd.opaque for cmd in FrameDecoder().feed(chunk)])
+    return groups
+
+
+async def run_read(body_size: int, count: int) -> tuple[list[int], list[list[int]]]:
+    """Feed ``count`` requests with ``body_size``-byte bodies as one read; return, per request, how many
+    writes had been made when its handler ran, and the answers grouped by write."""
+    transport = RecordingTransport()
+    writes_seen: list[int] = []
+
+    def handler(req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        writes_seen.append(len(transport.writes))
+        return req.response(0)
+
+    conn = Connection({CODE: handler})
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    requests = [RemotingCommand.request(CODE, body=bytes(body_size)) for _ in range(count)]
+    conn.data_received(b"".join(encode_frame(req) for req in requests))
+    await asyncio.sleep(0)
+    grouped = answered_opaques(transport.writes)
+    assert sorted(o for group in grouped for o in group) == sorted(req.opaque for req in requests)
+    return writes_seen, grouped
+
+
+async def test_answers_to_small_requests_of_one_read_share_one_write() -> None:
+    writes_seen, grouped = await run_read(100, 5)
+    assert writes_seen == [0, 0, 0, 0, 0]
+    assert len(grouped) == 1 and len(grouped[0]) == 5
+
+
+async def test_answers_to_large_requests_leave_before_the_rest_of_the_read_is_handled() -> None:
+    writes_seen, grouped = await run_read(64 * 1024, 3)
+    assert writes_seen == [0, 1, 2], "each large request's answer was written before the next was handled"
+    assert [len(group) for group in grouped] == [1, 1, 1]
