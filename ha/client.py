@@ -10,7 +10,15 @@ soon as their part is acknowledged), and every ``ha_send_heartbeat_interval`` ot
 it has heard nothing from for ``ha_housekeeping_interval``. The socket reads straight into the
 :class:`ha.wire.TransferDecoder`'s bounded buffer and each transfer body goes to
 :meth:`store.MessageStore.append_to_commit_log` as a view of that buffer (one copy, socket buffer ->
-mapped file), which also dispatches the records to the slave's consume queues.
+mapped file).
+
+An acknowledgement means what it means in RocketMQ: the bytes are in the slave's commit log. The records
+are checked and dispatched to the consume queues right after, once per read
+(:meth:`store.MessageStore.dispatch_replicated`), so the master's wait does not include the slave's
+per-record work (1,000 pipelined 128-byte sends to a SYNC_MASTER: ~40-55k msg/s with the dispatch before
+the acknowledgement, ~57-68k after). Bytes that turn out not to
+be valid records (damaged in transit) are cut and the slave reconnects from its last valid record; the
+master still holds them and sends them again.
 
 Every transfer must start at the slave's own max offset. Two exceptions are part of the protocol: a slave
 with an empty log that reported 0 is sent the master's last file, and a slave that asked for bytes the
@@ -74,6 +82,7 @@ class _MasterLink(asyncio.BufferedProtocol):
         self.last_read_time = self.loop.time()
         try:
             self.decoder.buffer_updated(nbytes)
+            appended = self.appended
             while (transfer := self.decoder.next_transfer()) is not None:
                 before = self.appended
                 if not self._client.apply_transfer(self, transfer):
@@ -81,6 +90,9 @@ class _MasterLink(asyncio.BufferedProtocol):
                     return
                 if self.appended != before:
                     self.report()
+            if self.appended != appended and not self._client.dispatch(self):
+                self.close()
+                return
         except HAProtocolError as exc:
             self.log.error("bad data from the master; reconnecting", error=str(exc))
             self.close()
@@ -295,13 +307,21 @@ class HAClient(Service):
         if offset != own and not self._realign(link, offset, own):
             return False
         if transfer.body:
-            if not store.append_to_commit_log(offset, transfer.body):
+            if not store.append_to_commit_log(offset, transfer.body, dispatch=False):
                 link.log.error("the store refused replicated data; reconnecting", offset=offset,
                                size=transfer.size, max_offset=store.max_phy_offset)
                 return False
             link.appended += transfer.size
             self.last_transfer_time = link.loop.time()
         return True
+
+    def dispatch(self, link: _MasterLink) -> bool:
+        """Check and index what the transfers of one read appended; False (reconnect) when it is not a valid
+        commit log: the store keeps only the valid records, and the next connection reports that offset."""
+        if self.store.dispatch_replicated():
+            return True
+        link.log.error("replicated data is not a valid commit log; reconnecting", max_offset=self.store.max_phy_offset)
+        return False
 
     def _realign(self, link: _MasterLink, offset: int, own: int) -> bool:
         """The master sends from ``offset`` but our log ends at ``own``. Accept only a file boundary past

@@ -564,13 +564,16 @@ class MessageStore:
 
     # ------------------------------------------------------------------------------------- slave
 
-    def append_to_commit_log(self, offset: int, data: bytes | memoryview) -> bool:
+    def append_to_commit_log(self, offset: int, data: bytes | memoryview, *, dispatch: bool = True) -> bool:
         """Slave side of replication: append bytes received from the master at ``offset`` (which must
         be this log's max offset) and dispatch every record they complete. False when the offset does
         not match or the bytes are not valid records (then nothing past the last valid record is
         kept); the caller reconnects and reports its real max offset. Commit-log files are created
         ahead in the background; the first consume-queue file of a queue the slave has never seen is
-        created inline (a one-off ~0.1 ms)."""
+        created inline (a one-off ~0.1 ms).
+
+        With ``dispatch`` False the bytes are only appended: call :meth:`dispatch_replicated` soon after
+        (the slave acknowledges a transfer between the two, as RocketMQ's slave does before its reput)."""
         if self._state is not _State.RUNNING:
             return False
         try:
@@ -580,6 +583,13 @@ class MessageStore:
                 return False
         except OSError as exc:
             self._log.error("commit-log file creation failed", error=str(exc))
+            return False
+        return self.dispatch_replicated() if dispatch else True
+
+    def dispatch_replicated(self) -> bool:
+        """Check and index the records appended by :meth:`append_to_commit_log` since the last dispatch;
+        False when they are not valid records (nothing past the last valid one is kept)."""
+        if self._state is not _State.RUNNING:
             return False
         ok = self._reput()
         if self._growth_listeners:

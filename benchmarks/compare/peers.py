@@ -152,6 +152,9 @@ class PeerServer:
     def pids(self) -> list[int]:
         return [pid for process in self.processes for pid in process.pids()]
 
+    def floating_pids(self) -> list[int]:
+        return []
+
     def client(self) -> Client:
         return self._client
 

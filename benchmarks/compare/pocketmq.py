@@ -162,14 +162,20 @@ class PocketClient:
 class PocketServer:
     """Our name server and brokers (``Child`` processes) and how to stop them."""
 
-    def __init__(self, stack: contextlib.ExitStack, namesrv: str, masters: list[str], children: list[Child]) -> None:
+    def __init__(self, stack: contextlib.ExitStack, namesrv: str, masters: list[str], children: list[Child],
+                 slaves: list[Child] | None = None) -> None:
         self._stack = stack
         self.namesrv = namesrv
         self.masters = masters
         self.children = children
+        self.slaves = slaves or []
 
     def pids(self) -> list[int]:
         return [child.popen.pid for child in self.children if child.popen.poll() is None]
+
+    def floating_pids(self) -> list[int]:
+        """The slave is not confined to the master's CPU: in production it has a machine of its own."""
+        return [child.popen.pid for child in self.slaves if child.popen.poll() is None]
 
     def client(self) -> PocketClient:
         return PocketClient(self.namesrv, self.masters)
@@ -260,7 +266,7 @@ def start_sync_master(workdir: Path) -> PocketServer:
     except RuntimeError as exc:
         stack.close()
         raise Unavailable("failed to start", str(exc)) from None
-    return PocketServer(stack, namesrv, [master_addr], children)
+    return PocketServer(stack, namesrv, [master_addr], children, [slave])
 
 
 def pocketmq_version() -> str:

@@ -94,8 +94,11 @@ class Placement:
             return Placement({cpus[0]}, {cpus[-1]})
         return Placement(set(cpus), set(cpus))
 
-    def apply(self, server_pids: Iterable[int]) -> None:
-        pin_threads(server_pids, self.server)
+    def apply(self, server_pids: Iterable[int], floating_pids: Iterable[int] = ()) -> None:
+        """Pin the servers and this (client) process; ``floating_pids`` may run on any CPU."""
+        floating = set(floating_pids)
+        pin_threads([pid for pid in server_pids if pid not in floating], self.server)
+        pin_threads(floating, all_cpus())
         pin_threads([os.getpid()], self.client)
 
 

@@ -88,7 +88,7 @@ class TargetRun:
     def measure(self, workload: Workload, run: int, phase: Callable[[], Awaitable[Measure]], *,
                 mode: str = "") -> RunRecord:
         placement = self.latency if workload is Workload.W3 else self.throughput
-        placement.apply(self.server.pids())
+        placement.apply(self.server.pids(), self.server.floating_pids())
         settle(self.server.pids)
         pids = self.server.pids()
         record = RunRecord(self.target.label, workload, mode)

@@ -51,6 +51,11 @@ class Server(Protocol):
 
     def pids(self) -> list[int]: ...
 
+    def floating_pids(self) -> list[int]:
+        """Those of :meth:`pids` the placement leaves to the scheduler instead of the servers' CPU (a
+        slave, which in production has a machine of its own)."""
+        ...
+
     def client(self) -> Client: ...
 
     def log_tail(self) -> str:

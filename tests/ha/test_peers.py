@@ -9,7 +9,7 @@ import itertools
 import struct
 from typing import Any
 
-from ha import HAService
+from ha import HAClient, HAService
 from ha.connection import HAConnection
 from ha.wire import TransferDecoder, encode_offset_report, encode_transfer_header
 from store import MessageStore, PutMessageStatus
@@ -270,6 +270,14 @@ class FakeMaster:
             pass
         writer.close()
 
+    async def slave_of_it(self, cluster: Cluster, **overrides: Any) -> tuple[MessageStore, HAClient]:
+        """A slave store and its HAClient pointed at this fake master (``start`` it first)."""
+        assert self.server is not None
+        slave = await cluster.start_slave()
+        client = cluster.start_client(slave, None, **overrides)
+        client.update_master_address(f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}")
+        return slave, client
+
     async def stop(self) -> None:
         for writer in self._writers:
             writer.close()
@@ -279,11 +287,9 @@ class FakeMaster:
 
 async def test_slave_refuses_a_transfer_at_the_wrong_offset(cluster: Cluster) -> None:
     fake = FakeMaster(encode_transfer_header(100, 4) + b"abcd")  # neither its max offset nor a file start
-    address = await fake.start()
+    await fake.start()
     try:
-        slave = await cluster.start_slave()
-        client = cluster.start_client(slave, None)
-        client.update_master_address(address)
+        slave, _client = await fake.slave_of_it(cluster)
         await eventually(lambda: len(fake.reports) >= 2, message="slave reconnected")
         assert fake.reports[:2] == [0, 0]
         assert slave.max_phy_offset == 0
@@ -302,11 +308,9 @@ async def test_slave_acknowledges_each_transfer_of_a_read(cluster: Cluster) -> N
     cuts = [0, end // 3, 2 * end // 3, end]
     reply = b"".join(encode_transfer_header(a, b - a) + data[a:b] for a, b in itertools.pairwise(cuts))
     fake = FakeMaster(reply)  # the three transfers leave in one write
-    address = await fake.start()
+    await fake.start()
     try:
-        slave = await cluster.start_slave()
-        client = cluster.start_client(slave, None)
-        client.update_master_address(address)
+        slave, _client = await fake.slave_of_it(cluster)
         await eventually(lambda: slave.max_phy_offset == end, message="slave applied the transfers")
         await eventually(lambda: end in fake.acks, message="slave acknowledged the last transfer")
         assert sorted({ack for ack in fake.acks if ack}) == cuts[1:]
@@ -314,13 +318,32 @@ async def test_slave_acknowledges_each_transfer_of_a_read(cluster: Cluster) -> N
         await fake.stop()
 
 
+async def test_slave_cuts_replicated_bytes_that_are_not_records_and_asks_again(cluster: Cluster) -> None:
+    """The acknowledgement comes before the check (RocketMQ's meaning: the bytes are in the commit log); bytes
+    that fail the check are cut, and the next connection asks for what follows the last valid record."""
+    source, _service = await cluster.start_master()
+    end = append_messages(source, 6, size=300)
+    data = bytes(source.get_commit_log_data(0, end) or b"")
+    junk = struct.pack(">ii", 64, 0x12345678) + bytes(56)  # a whole "record" with a bad magic code
+    fake = FakeMaster(encode_transfer_header(0, end + len(junk)) + data + junk)
+    await fake.start()
+    try:
+        slave, _client = await fake.slave_of_it(cluster)
+        await eventually(lambda: len(fake.reports) >= 2, message="slave reconnected")
+        assert fake.reports[:2] == [0, end]
+        assert slave.max_phy_offset == end
+        indexed = sum(slave.get_max_offset_in_queue(topic, queue_id)
+                      for topic in ("TopicA", "TopicB") for queue_id in range(4))
+        assert indexed == 6
+    finally:
+        await fake.stop()
+
+
 async def test_slave_drops_a_silent_master(cluster: Cluster) -> None:
     fake = FakeMaster(b"")
-    address = await fake.start()
+    await fake.start()
     try:
-        slave = await cluster.start_slave()
-        client = cluster.start_client(slave, None, ha_housekeeping_interval=0.3)
-        client.update_master_address(address)
+        _slave, client = await fake.slave_of_it(cluster, ha_housekeeping_interval=0.3)
         await eventually(lambda: client.connect_count >= 2, message="slave reconnected")
     finally:
         await fake.stop()
@@ -328,11 +351,9 @@ async def test_slave_drops_a_silent_master(cluster: Cluster) -> None:
 
 async def test_slave_refuses_garbage_from_the_master(cluster: Cluster) -> None:
     fake = FakeMaster(b"HTTP/1.1 400 Bad Request\r\n\r\n")
-    address = await fake.start()
+    await fake.start()
     try:
-        slave = await cluster.start_slave()
-        client = cluster.start_client(slave, None)
-        client.update_master_address(address)
+        slave, _client = await fake.slave_of_it(cluster)
         await eventually(lambda: len(fake.reports) >= 2, message="slave reconnected")
         assert slave.max_phy_offset == 0
     finally:
