@@ -41,7 +41,8 @@ def _load(values: tuple[float, float, float]) -> str:
 
 def header(meta: Meta) -> list[str]:
     plan = meta.plan
-    placement = ("client on one CPU and the broker's servers on the other for W1, W2, W4 and W5; unpinned for W3"
+    placement = ("client on one CPU and the broker's servers on the other for W1, W2, W4 and W5 (PocketMQ's slave "
+                 "on either: in production it has a machine of its own); unpinned for W3"
                  if meta.pinned else "unpinned")
     loads = "; ".join(f"{when} {_load(values)}" for when, values in meta.loadavg.items())
     return [
