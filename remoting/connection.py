@@ -13,10 +13,12 @@ Invariants that the rest of the product relies on:
   answered inside the same ``data_received`` call, so a synchronous fast path (an ASYNC_FLUSH send) costs
   no task; an awaitable becomes one task, counted against ``max_in_flight``.
 * Writes are coalesced: frames queued while a batch of input is processed, or within one loop
-  iteration, leave in one ``write``/``writelines`` call. Once 64 KiB of request bodies of one read have
-  been handled, the answers so far leave at once: a peer that sent several large batches gets the first
-  answers while the rest is stored, instead of everything at the end (measured: ~60k -> ~70-78k msg/s
-  for 1,000 pipelined 1 KiB sends, whose auto-batches arrive several per read).
+  iteration, leave in one ``write``/``writelines`` call; outside a read, the first frame of a loop
+  iteration is written at once (a lone request does not wait a loop iteration: ~20 µs off the p50 of
+  sequential sends here) and the ones after it in that iteration are coalesced. Once 64 KiB of request
+  bodies of one read have been handled, the answers so far leave at once: a peer that sent several large
+  batches gets the first answers while the rest is stored, instead of everything at the end (measured:
+  ~60k -> ~70-78k msg/s for 1,000 pipelined 1 KiB sends, whose auto-batches arrive several per read).
 * Every bound (frame size, in-flight requests, pending responses, unflushed output) gives a named error
   or a ``SYSTEM_BUSY`` answer, never unbounded growth. A peer that does not read its responses stops
   being read from (``pause_reading``) until it does.
@@ -192,12 +194,33 @@ class Connection(asyncio.Protocol):
         if self._transport is None:
             raise RemotingClosedError(f"connection to {self.remote_addr} is closed")
         head, body = encode_prefix_and_header(cmd)
-        self._out.append(head)
-        if body is not None:
-            self._out.append(body)
-        if not self._in_data_received and not self._flush_scheduled:
+        out = self._out
+        if self._in_data_received:
+            out.append(head)
+            if body is not None:
+                out.append(body)
+            return  # leaves with the answers to the rest of the read
+        if not self._flush_scheduled:
+            # The first frame of this loop step leaves at once (a lone request does not wait for the next
+            # loop iteration); frames sent after it in the same step are coalesced by the scheduled flush.
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
+            if not out and not self._write_paused:
+                self._write_now(head, body)
+                return
+        out.append(head)
+        if body is not None:
+            out.append(body)
+
+    def _write_now(self, head: bytes, body: Body | None) -> None:
+        transport = self._transport
+        assert transport is not None
+        if body is None:
+            transport.write(head)
+        elif len(body) < _JOIN_LIMIT:
+            transport.write(head + body)
+        else:
+            transport.writelines((head, body))
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send a request and wait for its response (matched by ``opaque``)."""

@@ -302,6 +302,7 @@ class CommitLog:
         crc32 = zlib.crc32
         tags_of = self._tags_code_in
         tag_codes = self._tag_codes
+        find = body.find
         extra_len = len(extra)
         sep_extra = b"\x02" + extra
         end = len(body)
@@ -317,15 +318,16 @@ class CommitLog:
             props_len = unpack_len(src, body_end)[0]
             if props_len < 0 or body_end + 2 + props_len != entry_end:
                 raise BatchFormatError("bad batch entry size")
-            props = body[body_end + 2:entry_end]
-            head, found, rest = props.partition(b"TAGS\x01")
-            if not found:
+            props_start = body_end + 2
+            at = find(b"TAGS\x01", props_start, entry_end)
+            if at < 0:
                 tags = 0
             else:  # the usual case inline: TAGS starts the properties or follows a separator, code cached
-                value = rest.partition(b"\x02")[0]
+                value_end = find(b"\x02", at + 5, entry_end)
+                value = body[at + 5:entry_end if value_end < 0 else value_end]
                 cached = tag_codes.get(value)
-                plain = not head or head[-1] == 2
-                tags = cached if cached is not None and plain else tags_of(props, value, plain)
+                plain = at == props_start or body[at - 1] == 2
+                tags = cached if cached is not None and plain else tags_of(body[props_start:entry_end], value, plain)
             stored_len = props_len
             tail = extra
             if extra_len:

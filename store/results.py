@@ -110,7 +110,8 @@ class AppendMessageResult:
     @property
     def msg_ids(self) -> list[str]:
         """Offset message id of each record."""
-        return [message_id(self._store_host, off) for off in self.record_offsets]
+        prefix = message_id(self._store_host, 0)[:-16]
+        return [f"{prefix}{off:016X}" for off in self.record_offsets]
 
     @property
     def msg_id(self) -> str:

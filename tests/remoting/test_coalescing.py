@@ -1,6 +1,7 @@
-"""How a connection groups its answers into socket writes: the answers to requests read together leave
-in one write, except after large requests, whose answers leave as soon as they are ready (the peer works
-on them while the rest of the read is handled)."""
+"""How a connection groups frames into socket writes: the answers to requests read together leave in one
+write, except after large requests, whose answers leave as soon as they are ready (the peer works on them
+while the rest of the read is handled); outside a read, the first frame of a loop iteration leaves at once
+and the rest of that iteration's frames leave together."""
 
 from __future__ import annotations
 
@@ -77,3 +78,19 @@ async def test_answers_to_large_requests_leave_before_the_rest_of_the_read_is_ha
     writes_seen, grouped = await run_read(64 * 1024, 3)
     assert writes_seen == [0, 1, 2], "each large request's answer was written before the next was handled"
     assert [len(group) for group in grouped] == [1, 1, 1]
+
+
+async def test_first_frame_of_a_loop_step_leaves_at_once_and_the_rest_together() -> None:
+    transport = RecordingTransport()
+    conn = Connection({})
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    requests = [RemotingCommand.request(CODE, body=bytes(10)) for _ in range(4)]
+    conn.send(requests[0])
+    assert len(transport.writes) == 1, "a lone frame waited for the next loop iteration"
+    for req in requests[1:]:
+        conn.send(req)
+    assert len(transport.writes) == 1
+    await asyncio.sleep(0)
+    assert answered_opaques(transport.writes) == [[requests[0].opaque], [req.opaque for req in requests[1:]]]
+    conn.send(requests[0])  # a new loop iteration: at once again
+    assert len(transport.writes) == 3
