@@ -628,12 +628,16 @@ class MessageStore:
         return True
 
     def _reput(self) -> bool:
-        scanner = self.commit_log.scan(self._reput_offset, check_crc=True, written_only=True)
+        """Index the records replicated since the last call. Their body CRCs are not checked (as in
+        RocketMQ's reput): the bytes are the master's own records, over TCP; sizes, magic codes and
+        offsets are, so garbage still ends the scan and is cut."""
+        scanner = self.commit_log.scan(self._reput_offset, check_crc=False, written_only=True)
+        dispatch = self._dispatch_request
+        notify = self._notify_arrival if self._arrival_listeners else None
         for request in scanner:
-            self._dispatch_request(request)
-            if self._arrival_listeners and MessageSysFlag.is_dispatched(request.sys_flag):
-                self._notify_arrival(request.topic, request.queue_id, request.consume_queue_offset + 1,
-                                     request.tags_code, request.store_timestamp)
+            if dispatch(request) and notify is not None:
+                notify(request.topic, request.queue_id, request.consume_queue_offset + 1, request.tags_code,
+                       request.store_timestamp)
         self._reput_offset = scanner.end_offset
         if scanner.error is not None:
             self._log.error("replicated data is not a valid commit log; cutting it",
@@ -642,18 +646,26 @@ class MessageStore:
             return False
         return True
 
-    def _dispatch_request(self, request: DispatchRequest) -> None:
-        """Index a record found by recovery or received by a slave (idempotent)."""
-        if not MessageSysFlag.is_dispatched(request.sys_flag):
-            return
-        tags = request.tags_code
-        if request.topic == SCHEDULE_TOPIC:
-            tags = self._deliver_time(request.delay_level or request.queue_id + 1, request.store_timestamp)
-        cq = self._find_or_create_cq(request.topic, request.queue_id)
-        cq.put(request.consume_queue_offset, request.commit_log_offset, request.msg_size, tags)
-        queues = self.commit_log.topic_queue_table.setdefault(request.topic, {})
-        if queues.get(request.queue_id, 0) <= request.consume_queue_offset:
-            queues[request.queue_id] = request.consume_queue_offset + 1
+    def _dispatch_request(self, request: DispatchRequest) -> bool:
+        """Index a record found by recovery or received by a slave (idempotent); False for the halves of a
+        transaction that get no consume-queue entry."""
+        topic, queue_id, phys, size, tags, stamp, queue_offset, sys_flag, delay_level = request
+        txn = sys_flag & _TXN_MASK
+        if txn and txn != _TXN_COMMIT:
+            return False
+        if topic == SCHEDULE_TOPIC:
+            tags = self._deliver_time(delay_level or queue_id + 1, stamp)
+        queues = self._cq_table.get(topic)
+        cq = queues.get(queue_id) if queues is not None else None
+        if cq is None:
+            cq = self._find_or_create_cq(topic, queue_id)
+        cq.put(queue_offset, phys, size, tags)
+        offsets = self.commit_log.topic_queue_table.get(topic)
+        if offsets is None:
+            offsets = self.commit_log.topic_queue_table[topic] = {}
+        if offsets.get(queue_id, 0) <= queue_offset:
+            offsets[queue_id] = queue_offset + 1
+        return True
 
     # ============================================================================ listener hooks
 

@@ -113,7 +113,7 @@ def plan_recovery(commit_log: CommitLog, checkpoint: StoreCheckpoint, *, abnorma
 
 
 def apply_recovery(plan: RecoveryPlan, commit_log: CommitLog, consume_queues: Iterable[ConsumeQueue],
-                   dispatch: Callable[[DispatchRequest], None]) -> int:
+                   dispatch: Callable[[DispatchRequest], object]) -> int:
     """Carry out ``plan``; returns the number of records re-dispatched."""
     queue = commit_log.queue
     removed = queue.truncate(plan.truncate_at)
