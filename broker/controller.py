@@ -13,6 +13,8 @@ import contextlib
 import dataclasses
 import shutil
 import struct
+from collections.abc import Coroutine
+from typing import Any
 
 import structlog
 
@@ -171,7 +173,7 @@ class BrokerController:
         )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
                                      role=lambda: self.config.broker_role.name, register_now=self.register_all,
-                                     extra_runtime_info=self._ha_runtime_info)
+                                     extra_runtime_info=self._ha_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
                                                       on_group_changed=self.consumer_processor.notify_ids_changed)
         for processor in (send, pull, admin, self.client_processor, self.consumer_processor):
@@ -251,11 +253,34 @@ class BrokerController:
     def _topics_changed(self, topic: str | None) -> None:
         """A topic was created, changed or deleted: persist soon and re-register at once."""
         self._register_now.set()
-        if not self._persist_pending and self._running:
+        if self._running and not self._persist_pending:
             self._persist_pending = True
-            task = asyncio.get_running_loop().create_task(self._persist_topics())
-            self._tasks.append(task)
-            task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+            self._spawn(self._persist_topics())
+
+    def _topic_created(self, topic: str) -> None:
+        """UPDATE_AND_CREATE_TOPIC on a master: make the queues' consume-queue files in the background."""
+        if self._running and self.config.is_master:
+            self._spawn(self._prepare_queues(topic))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def _prepare_queues(self, topic: str) -> None:
+        """Create each queue's consume-queue file now, one after the other in the store's thread, so the
+        first message of each queue does not wait for it: a new file costs a directory fsync, and the first
+        sends of a new 8-queue topic waited 2-28 ms each (the p999 of sequential sends). Only for topics
+        created by an administrator: auto-created and retry topics keep creating files on first use, so a
+        topic that never gets a message costs no disk."""
+        config = self.topics.table.get(topic)
+        store = self.store
+        if config is None or store is None:
+            return
+        for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
+            if topic not in self.topics.table:
+                return  # deleted meanwhile
+            await store.prepare_queue(topic, queue_id)
 
     async def _persist_topics(self) -> None:
         self._persist_pending = False

@@ -109,6 +109,9 @@ class MappedFile:
             os.rename(tmp, path)
             fsync_dir(os.path.dirname(path) or ".")
             mm = mmap.mmap(fd, file_size)
+            # The first write into a new file's mapping cost 2 ms (fallocated) to 25 ms (sparse) here unless
+            # its first page had been read; after reading 4 KiB it costs ~10 µs.
+            os.preadv(fd, [bytearray(mmap.PAGESIZE)], 0)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):

@@ -36,8 +36,10 @@ class AdminBrokerProcessor:
         role: Callable[[], str],
         register_now: Callable[[], Awaitable[object]] | None = None,
         extra_runtime_info: Callable[[], dict[str, str]] | None = None,
+        on_topic_created: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
+        self.on_topic_created = on_topic_created
         self.topics = topics
         self.stats = stats
         self.role = role
@@ -74,6 +76,8 @@ class AdminBrokerProcessor:
         config = rd.TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
                                 h.topic_sys_flag or 0, h.order)
         self.topics.update(config)
+        if self.on_topic_created is not None:
+            self.on_topic_created(h.topic)
         if self.register_now is not None:
             await self.register_now()  # the route is visible once the admin call returns, as in RocketMQ
         return req.response(ResponseCode.SUCCESS)

@@ -42,6 +42,11 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
 })
 
 _WAIT_FALSE = MessageConst.WAIT + "\x01false"
+_TXN_MASK = MessageSysFlag.TRANSACTION_MASK
+_TXN_PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+_MAX_CHECKED_TOPICS = 10_000
+_SAFE_PROPERTIES_CHARS = MAX_PROPERTIES_LENGTH // 4
+"""Properties of at most this many characters cannot exceed the byte limit (UTF-8: at most 4 bytes each)."""
 _WAIT_TRUE = MessageConst.WAIT + "\x01true"
 
 
@@ -63,8 +68,14 @@ def strip_property(properties: str, name: str) -> str:
 
 def strip_wait(properties: str) -> tuple[str, bool]:
     """Remove the producer's WAIT property (RocketMQ does not store it); return (properties, wait)."""
-    if "WAIT\x01" not in properties:
+    at = properties.find("WAIT\x01")
+    if at < 0:
         return properties, True
+    end = properties.find("\x02", at)
+    if (at == 0 and 0 < end < len(properties) - 1 and "WAIT\x01" not in properties[end:]
+            and "\x02\x02" not in properties and properties[-1] != "\x02"):
+        # What every client sends (WAIT first, as RocketMQ's Message puts it): one slice, same result.
+        return properties[end + 1:], _WAIT_FALSE not in properties
     wait = _WAIT_FALSE not in properties
     parts = [p for p in properties.split("\x02") if p and not p.startswith("WAIT\x01")]
     return "\x02".join(parts), wait
@@ -101,6 +112,8 @@ class SendMessageProcessor:
         self._cluster_property = f"{MessageConst.CLUSTER}\x01{cluster_name}"
         self._extra_fields = {"MSG_REGION": region_id, "TRACE_ON": "true" if trace_on else "false"}
         self._born_hosts: weakref.WeakKeyDictionary[Connection, bytes] = weakref.WeakKeyDictionary()
+        #: topic names that passed the name checks (a send checks its topic by one set lookup)
+        self._checked_topics: set[str] = set()
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -145,7 +158,7 @@ class SendMessageProcessor:
         if req.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return self._put_batch(req, header, body, queue_id, properties, wait, conn)
         properties = join_properties(properties, self._cluster_property)
-        if len(properties.encode()) > MAX_PROPERTIES_LENGTH:
+        if len(properties) > _SAFE_PROPERTIES_CHARS and len(properties.encode()) > MAX_PROPERTIES_LENGTH:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message properties are longer than 32767 bytes")
         msg = MessageExtBrokerInner(
             topic=topic, body=body, queue_id=queue_id, flag=header.flag, properties=properties,
@@ -173,12 +186,17 @@ class SendMessageProcessor:
         if not self.broker_permission() & PERM_WRITE:
             return req.response(ResponseCode.NO_PERMISSION,
                                 f"the broker[{self.broker_name}, {self.broker_addr()}] sending message is forbidden")
-        problem = validate_topic(header.topic)
-        if problem is not None:
-            return req.response(ResponseCode.MESSAGE_ILLEGAL, problem)
-        if header.topic in NOT_ALLOWED_SEND_TOPICS:
-            return req.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
-        if MessageSysFlag.transaction_type(header.sys_flag) == MessageSysFlag.TRANSACTION_PREPARED_TYPE:
+        topic = header.topic
+        if topic not in self._checked_topics:
+            problem = validate_topic(topic)
+            if problem is not None:
+                return req.response(ResponseCode.MESSAGE_ILLEGAL, problem)
+            if topic in NOT_ALLOWED_SEND_TOPICS:
+                return req.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+            if len(self._checked_topics) >= _MAX_CHECKED_TOPICS:
+                self._checked_topics.clear()
+            self._checked_topics.add(topic)
+        if header.sys_flag & _TXN_MASK == _TXN_PREPARED:
             return req.response(ResponseCode.NO_PERMISSION, "transactional (prepared) messages are not supported")
         return None
 
