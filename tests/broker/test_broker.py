@@ -102,6 +102,22 @@ async def test_explicit_topic_creation_then_send(broker: BrokerController, names
     assert "TBW102" in wrapper.topic_config_table
 
 
+async def test_created_topic_gets_its_consume_queue_files_before_any_message(
+        broker: BrokerController, client: RemotingClient) -> None:
+    """An administrator's new topic has every queue ready (a file to write into) without a single send, so
+    that the first message of each queue does not wait for a file; auto-created topics still get theirs on
+    first use (a topic that never gets a message costs no disk)."""
+    header = CreateTopicRequestHeader("Ready", "TBW102", 3, 5, 6, "SINGLE_TAG").to_fields()
+    resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+    assert resp.code == 0
+    store = broker.store
+    assert store is not None
+    await eventually(lambda: all(store.queue_ready("Ready", q) for q in range(5)), message="queues prepared")
+    assert not store.queue_ready("Ready", 5)
+    assert (await send(client, broker.addr, "AutoMade", queue_id=0)).code == 0
+    assert store.queue_ready("AutoMade", 0) and not store.queue_ready("AutoMade", 1)
+
+
 @pytest.mark.parametrize(
     ("topic", "body", "kw", "code", "remark"),
     [
