@@ -94,6 +94,13 @@ class Placement:
             return Placement({cpus[0]}, {cpus[-1]})
         return Placement(set(cpus), set(cpus))
 
+    @staticmethod
+    def one_cpu() -> Placement:
+        """Client and servers on the same CPU: a request hands the CPU straight to the server instead of
+        waking an idle one (the other W3 placement)."""
+        cpus = sorted(all_cpus())
+        return Placement({cpus[0]}, {cpus[0]})
+
     def apply(self, server_pids: Iterable[int], floating_pids: Iterable[int] = ()) -> None:
         """Pin the servers and this (client) process; ``floating_pids`` may run on any CPU."""
         floating = set(floating_pids)

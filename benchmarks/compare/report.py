@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from benchmarks.compare.limits import Limits
 from benchmarks.compare.results import Check, Row, TargetStatus, best_peer, ratio
-from benchmarks.compare.workload import TITLES, Plan, Workload
+from benchmarks.compare.workload import ONE_CPU, TITLES, Plan, Workload
 
-MODE_LABELS = {"each": "ack each message", "batch": "one ack per 100", "": ""}
+MODE_LABELS = {"each": "ack each message", "batch": "one ack per 100", ONE_CPU: "client and server on one CPU",
+               "": ""}
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,8 @@ def _load(values: tuple[float, float, float]) -> str:
 def header(meta: Meta) -> list[str]:
     plan = meta.plan
     placement = ("client on one CPU and the broker's servers on the other for W1, W2, W4 and W5 (PocketMQ's slave "
-                 "on either: in production it has a machine of its own); unpinned for W3"
-                 if meta.pinned else "unpinned")
+                 "on either: in production it has a machine of its own)" if meta.pinned else "unpinned")
+    placement += "; W3 twice: unpinned, and with client and servers on one CPU"
     loads = "; ".join(f"{when} {_load(values)}" for when, values in meta.loadavg.items())
     return [
         "# PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ",
@@ -137,21 +138,22 @@ def throughput_table(workload: Workload, rows: Sequence[Row], statuses: Sequence
 def latency_table(rows: Sequence[Row], statuses: Sequence[TargetStatus]) -> list[str]:
     workload = Workload.W3
     mine = [r for r in rows if r.workload is workload]
-    best = best_peer(rows, workload, latency="p50")
     lines = [f"## {TITLES[workload]}", "",
              "| broker | p50 µs | p99 µs | p999 µs | msg/s | p50 ÷ best peer p50 | server CPU % | server RSS MiB "
              "| client CPU % | notes |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for row in mine:
         lat = row.latency_us
-        best50 = best.latency_us.get("p50") if best else None
+        same = best_peer(rows, workload, latency="p50", mode=row.mode)
+        best50 = same.latency_us.get("p50") if same else None
         lines.append(f"| {_label(row)} | {fmt(lat.get('p50'))} | {fmt(lat.get('p99'))} | {fmt(lat.get('p999'))} | "
                      f"{fmt(row.rate if row.rates else None)} | {fmt(ratio(lat.get('p50'), best50), '.2f', 'x')} | "
                      f"{fmt(row.server_cpu_pct)} | {fmt(row.server_rss_mib)} | {fmt(row.client_cpu_pct)} | "
                      f"{_notes(row)} |")
     lines += _status_rows(statuses, rows, workload, 10)
-    if best is not None:
-        lines += ["", f"Best peer p50: {_label(best)}, {best.latency_us['p50']:,.0f} µs."]
+    bests = [b for b in (best_peer(rows, workload, latency="p50", mode=m) for m in ("", ONE_CPU)) if b is not None]
+    if bests:
+        lines += ["", "Best peer p50: " + "; ".join(f"{_label(b)}, {b.latency_us['p50']:,.0f} µs" for b in bests) + "."]
     return [*lines, ""]
 
 
@@ -164,7 +166,7 @@ def limit_fractions(workload: Workload, rows: Sequence[Row], limits: Limits | No
         if workload is Workload.W3:
             p50 = row.latency_us.get("p50")
             idle, busy = limits.echo_idle_us.get("p50"), limits.echo_busy_us.get("p50")
-            lines.append(f"- {row.target}: p50 = {fmt(ratio(p50, idle), '.2f')}x the idle echo round trip "
+            lines.append(f"- {_label(row)}: p50 = {fmt(ratio(p50, idle), '.2f')}x the idle echo round trip "
                          f"(limit ÷ figure {fmt(ratio(idle, p50), '.0%')}), {fmt(ratio(p50, busy), '.2f')}x the "
                          f"busy-CPU one ({fmt(ratio(busy, p50), '.0%')}).")
             continue

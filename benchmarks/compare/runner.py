@@ -30,7 +30,7 @@ import uvloop
 from benchmarks.compare.proc import Placement, cpu_seconds, rss_bytes
 from benchmarks.compare.results import RunRecord, TargetStatus
 from benchmarks.compare.target import Client, Server, Target, Unavailable
-from benchmarks.compare.workload import METER, ConsumeMode, Measure, Plan, Workload
+from benchmarks.compare.workload import METER, ONE_CPU, ConsumeMode, Measure, Plan, Workload
 
 MIB = 1024 * 1024
 #: Extra seconds a phase may take over ``plan.time_limit`` (connect, drain, close) before it is cancelled.
@@ -87,8 +87,11 @@ class TargetRun:
 
     def measure(self, workload: Workload, run: int, phase: Callable[[], Awaitable[Measure]], *,
                 mode: str = "") -> RunRecord:
-        placement = self.latency if workload is Workload.W3 else self.throughput
-        placement.apply(self.server.pids(), self.server.floating_pids())
+        if workload is Workload.W3:
+            placement = Placement.one_cpu() if mode == ONE_CPU else self.latency
+            placement.apply(self.server.pids())
+        else:
+            self.throughput.apply(self.server.pids(), self.server.floating_pids())
         settle(self.server.pids)
         pids = self.server.pids()
         record = RunRecord(self.target.label, workload, mode)
@@ -155,7 +158,10 @@ class TargetRun:
                 self.backlogs[run] = (name, record.done)
             return [record]
         if workload is Workload.W3:
-            return [self.measure(workload, run, lambda: client.sequential(name, plan))]
+            shared = self.name(workload, run, "_cpu")
+            created.append(shared)
+            return [self.measure(workload, run, lambda: client.sequential(name, plan)),
+                    self.measure(workload, run, lambda: client.sequential(shared, plan), mode=ONE_CPU)]
         return [self.measure(workload, run, lambda: client.batches(name, plan))]
 
     def _consume(self, run: int, created: list[str]) -> list[RunRecord]:

@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 
 from benchmarks.common import percentiles
 
+ONE_CPU = "one-cpu"
+"""Mode of the W3 runs with client and server on one CPU (the default W3 runs are unpinned)."""
+
 
 class Workload(enum.StrEnum):
     W1 = "W1"

@@ -10,11 +10,11 @@ import pytest
 
 from benchmarks.compare import peers
 from benchmarks.compare.limits import Limits
-from benchmarks.compare.report import Meta, render, throughput_table
+from benchmarks.compare.report import Meta, latency_table, render, throughput_table
 from benchmarks.compare.results import RunRecord, TargetStatus, best_peer, check_targets, median, ratio, summarise
 from benchmarks.compare.runner import Options, Outcome, run_target
 from benchmarks.compare.target import Target, Unavailable
-from benchmarks.compare.workload import Budget, Measure, Plan, Workload, pipelined
+from benchmarks.compare.workload import ONE_CPU, Budget, Measure, Plan, Workload, pipelined
 
 POCKET, SYNC, REDIS, NATS = "PocketMQ ASYNC_MASTER", "PocketMQ SYNC_MASTER+slave", "Redis Streams", "NATS JetStream"
 PEER_FLAGS = {POCKET: False, SYNC: False, REDIS: True, NATS: True}
@@ -70,6 +70,25 @@ def test_latency_medians_and_the_best_peer_by_p50() -> None:
     assert checks["W3: p99 no worse than the best peer's"] is True
     assert checks["W3: p50 within 2x the idle asyncio echo round trip"] is True
     assert checks["W1: ≥ 2x the best peer's msg/s"] is None  # no W1 figures: cannot tell
+
+
+def test_w3_placements_are_judged_each_against_the_peers_in_the_same_placement() -> None:
+    def w3(target: str, p50: float, mode: str = "") -> RunRecord:
+        return RunRecord(target, Workload.W3, mode, done=5000, seconds=1.0,
+                         latency_us={"p50": p50, "p99": 2 * p50, "p999": 4 * p50})
+
+    records = [w3(REDIS, 145.0), w3(POCKET, 170.0), w3(REDIS, 90.0, ONE_CPU), w3(POCKET, 84.0, ONE_CPU)]
+    rows = summarise(records, PEER_FLAGS, expected=1)
+    best = best_peer(rows, Workload.W3, latency="p50", mode=ONE_CPU)
+    assert best is not None and best.latency_us["p50"] == 90.0
+    checks = {c.target: c for c in check_targets(rows, POCKET, SYNC, echo_idle_p50_us=90.0)}
+    assert checks["W3: p50 below every peer's"].met is False
+    assert checks["W3: p50 below every peer's"].figure == "170 µs vs 145 µs"
+    assert checks["W3 (client and server on one CPU): p50 below every peer's"].met is True
+    assert checks["W3 (client and server on one CPU): p50 below every peer's"].figure == "84 µs vs 90 µs"
+    text = "\n".join(latency_table(rows, []))
+    assert "PocketMQ ASYNC_MASTER (client and server on one CPU) | 84 |" in text
+    assert "| 0.93x |" in text  # 84 / 90, not 84 / 145
 
 
 def test_throughput_table_shows_ratio_to_best_peer_and_unavailable_peers() -> None:
