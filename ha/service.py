@@ -187,10 +187,9 @@ class HAService:
             self._group_transfer.notify_transfer(ack)
 
     def _on_growth(self, max_offset: int) -> None:
-        del max_offset
         if self._running:
             for connection in self.connections:
-                connection.write_service.wakeup.set()
+                connection.write_service.on_growth(max_offset)
 
     @property
     def attached_slaves(self) -> list[HAConnection]:

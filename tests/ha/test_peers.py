@@ -135,7 +135,8 @@ async def test_acknowledging_bytes_never_sent_is_disconnected(cluster: Cluster) 
     # first report 0: the master will start at its last file and has sent nothing yet
     connection.data_received(encode_offset_report(0))
     assert connection.write_service.sent_offset == last_file
-    waiter = service.wait_for_replica(put(master))
+    # a waiter for data already stored (a new put now could be sent at once, from within the put)
+    waiter = service.wait_for_replica(master.max_phy_offset)
     assert not waiter.done()
     connection.data_received(encode_offset_report(last_file + 100))  # <= max, but never sent
     assert transport.aborted and connection.closed
@@ -203,6 +204,27 @@ async def test_master_stream_chunks_within_files_then_heartbeats(cluster: Cluste
     files = await commit_log_files(master)
     whole = b"".join(files[name] for name in sorted(files))
     assert bytes(body) == whole[start:master.max_phy_offset]
+
+
+async def test_a_large_put_is_sent_to_the_slave_from_within_the_put(cluster: Cluster) -> None:
+    """A put that leaves at least a whole transfer unsent goes out before the put returns (the slave works
+    on it while the master handles the rest of its read); smaller ones wait for the sender task, which
+    coalesces the puts of one loop step."""
+    master, service = await cluster.start_master(ha={"ha_transfer_batch_size": 4096})
+    reader, writer = await connect(service)
+    writer.write(encode_offset_report(0))
+    await eventually(lambda: service.connection_count == 1, message="attached")
+    (connection,) = service.attached_slaves
+    sender = connection.write_service
+    await eventually(lambda: sender.sent_offset == master.max_phy_offset, message="caught up")
+    small = put(master)  # ~300 bytes: below one transfer
+    assert sender.sent_offset < small
+    await eventually(lambda: sender.sent_offset == small, message="the sender task sent the small put")
+    large = append_messages(master, 20, size=1000)  # ~20 KB: several transfers, appended one by one
+    assert sender.sent_offset >= large - 4096, "a whole transfer's worth waited for the sender task"
+    await eventually(lambda: sender.sent_offset == large, message="the rest followed")
+    writer.close()
+    del reader
 
 
 async def test_master_drops_a_silent_slave(cluster: Cluster) -> None:
