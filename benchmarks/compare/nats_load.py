@@ -27,6 +27,7 @@ from benchmarks.compare.workload import (
     ConsumeProgress,
     Measure,
     Plan,
+    SendRuns,
     body,
     pipelined,
 )
@@ -35,11 +36,12 @@ PUBLISH_TIMEOUT = 10.0
 FETCH_TIMEOUT = 1.0
 
 
-class NatsClient:
+class NatsClient(SendRuns):
     """W1-W5 against one nats-server."""
 
     consume_modes: tuple[ConsumeMode, ...] = (ConsumeMode.EACH, ConsumeMode.BATCH)
     refill_per_consume = False
+    fill_workers = 32
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -56,65 +58,23 @@ class NatsClient:
             await js.add_stream(name=name, subjects=[name], storage=api.StorageType.FILE,
                                 retention=api.RetentionPolicy.LIMITS)
 
-    async def produce(self, name: str, size: int, plan: Plan) -> Measure:
-        connection, js = await self._connect()
+    async def send_run(self, name: str, size: int, count: int, seconds: float, *, workers: int, per_call: int,
+                       record_latency: bool) -> Measure:
+        """``js.publish`` awaited for its ack; with ``per_call`` > 1, ``per_call`` ``publish_async`` calls and
+        then their acks."""
+        connection, js = await self._connect(max_pending=4000 if per_call == 1 else workers * per_call + 64)
         try:
             await self._stream(js, name)
             payload = body(size)
-            measure = Measure()
-            await pipelined(lambda: js.publish(name, payload), measure, Budget(plan.count, plan.time_limit),
-                            workers=plan.in_flight)
-            return measure
-        finally:
-            await connection.close()
-
-    async def sequential(self, name: str, plan: Plan) -> Measure:
-        connection, js = await self._connect()
-        try:
-            await self._stream(js, name)
-            payload = body(1024)
-            measure = Measure(capacity=plan.sequential)
-            await pipelined(lambda: js.publish(name, payload), measure, Budget(plan.sequential, plan.time_limit),
-                            workers=1, record_latency=True)
-            return measure
-        finally:
-            await connection.close()
-
-    async def batches(self, name: str, plan: Plan) -> Measure:
-        connection, js = await self._connect(max_pending=plan.batch * plan.batch_workers + 64)
-        try:
-            await self._stream(js, name)
-            payload = body(1024)
 
             async def one_batch() -> None:
-                futures = [await js.publish_async(name, payload) for _ in range(plan.batch)]
+                futures = [await js.publish_async(name, payload) for _ in range(per_call)]
                 await asyncio.wait_for(asyncio.gather(*futures), PUBLISH_TIMEOUT)
 
-            measure = Measure()
-            await pipelined(one_batch, measure, Budget(plan.count, plan.time_limit), workers=plan.batch_workers,
-                            per_call=plan.batch, record_latency=True)
+            measure = Measure(capacity=count)
+            await pipelined((lambda: js.publish(name, payload)) if per_call == 1 else one_batch, measure,
+                            Budget(count, seconds), workers=workers, per_call=per_call, record_latency=record_latency)
             return measure
-        finally:
-            await connection.close()
-
-    async def fill(self, name: str, size: int, count: int) -> int:
-        plan = Plan(count=count, time_limit=300.0)
-        connection, js = await self._connect(max_pending=plan.batch * plan.batch_workers + 64)
-        try:
-            await self._stream(js, name)
-            payload = body(size)
-
-            async def one_batch() -> None:
-                futures = [await js.publish_async(name, payload) for _ in range(plan.batch)]
-                await asyncio.gather(*futures)
-
-            measure = Measure()
-            await pipelined(one_batch, measure, Budget(count - count % plan.batch, plan.time_limit),
-                            workers=plan.batch_workers, per_call=plan.batch)
-            for _ in range(count % plan.batch):
-                await js.publish(name, payload)
-                measure.ok(1)
-            return measure.done
         finally:
             await connection.close()
 

@@ -42,6 +42,7 @@ from benchmarks.compare.workload import (
     ConsumeProgress,
     Measure,
     Plan,
+    SendRuns,
     body,
     pipelined,
 )
@@ -61,7 +62,7 @@ def quiet_logs() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
 
 
-class PocketClient:
+class PocketClient(SendRuns):
     """W1-W5 through the SDK against one name server; topics are created on ``masters``."""
 
     consume_modes: tuple[ConsumeMode, ...] = (ConsumeMode.EACH,)
@@ -91,8 +92,8 @@ class PocketClient:
             await asyncio.sleep(0.2)
         raise RuntimeError(f"no route for {topic}")
 
-    async def _send_run(self, topic: str, size: int, count: int, seconds: float, *, workers: int,
-                        per_call: int, record_latency: bool) -> Measure:
+    async def send_run(self, topic: str, size: int, count: int, seconds: float, *, workers: int,
+                       per_call: int, record_latency: bool) -> Measure:
         async with self._producer(workers * per_call) as producer:
             await self._topic(producer, topic)
             payload = body(size)
@@ -111,28 +112,6 @@ class PocketClient:
             await pipelined(send_one if per_call == 1 else send_batch, measure, Budget(count, seconds),
                             workers=workers, per_call=per_call, record_latency=record_latency)
             return measure
-
-    async def produce(self, name: str, size: int, plan: Plan) -> Measure:
-        return await self._send_run(name, size, plan.count, plan.time_limit, workers=plan.in_flight, per_call=1,
-                                    record_latency=False)
-
-    async def sequential(self, name: str, plan: Plan) -> Measure:
-        return await self._send_run(name, 1024, plan.sequential, plan.time_limit, workers=1, per_call=1,
-                                    record_latency=True)
-
-    async def batches(self, name: str, plan: Plan) -> Measure:
-        return await self._send_run(name, 1024, plan.count, plan.time_limit, workers=plan.batch_workers,
-                                    per_call=plan.batch, record_latency=True)
-
-    async def fill(self, name: str, size: int, count: int) -> int:
-        batch = 32
-        measure = await self._send_run(name, size, count - count % batch, 300.0, workers=16, per_call=batch,
-                                       record_latency=False)
-        if count % batch:
-            extra = await self._send_run(name, size, count % batch, 60.0, workers=1, per_call=1,
-                                         record_latency=False)
-            measure.done += extra.done
-        return measure.done
 
     async def consume(self, name: str, count: int, mode: ConsumeMode, plan: Plan) -> Measure:
         del mode  # one mode: the push consumer commits offsets as it goes

@@ -25,6 +25,7 @@ from benchmarks.compare.workload import (
     ConsumeProgress,
     Measure,
     Plan,
+    SendRuns,
     body,
     pipelined,
 )
@@ -34,7 +35,7 @@ PREFETCH = 1000
 QUEUE_ARGUMENTS: FieldTable = {"x-queue-type": "quorum"}
 
 
-class RabbitClient:
+class RabbitClient(SendRuns):
     """W1-W5 against one RabbitMQ node."""
 
     consume_modes: tuple[ConsumeMode, ...] = (ConsumeMode.EACH, ConsumeMode.BATCH)
@@ -49,8 +50,8 @@ class RabbitClient:
         await channel.declare_queue(name, durable=True, arguments=QUEUE_ARGUMENTS)
         return connection, channel
 
-    async def _publish_run(self, name: str, size: int, count: int, seconds: float, *, workers: int,
-                           per_call: int, record_latency: bool) -> Measure:
+    async def send_run(self, name: str, size: int, count: int, seconds: float, *, workers: int,
+                       per_call: int, record_latency: bool) -> Measure:
         connection, channel = await self._open(name)
         try:
             exchange = channel.default_exchange
@@ -73,21 +74,8 @@ class RabbitClient:
         finally:
             await connection.close()
 
-    async def produce(self, name: str, size: int, plan: Plan) -> Measure:
-        return await self._publish_run(name, size, plan.count, plan.time_limit, workers=plan.in_flight,
-                                       per_call=1, record_latency=False)
-
-    async def sequential(self, name: str, plan: Plan) -> Measure:
-        return await self._publish_run(name, 1024, plan.sequential, plan.time_limit, workers=1, per_call=1,
-                                       record_latency=True)
-
-    async def batches(self, name: str, plan: Plan) -> Measure:
-        return await self._publish_run(name, 1024, plan.count, plan.time_limit, workers=plan.batch_workers,
-                                       per_call=plan.batch, record_latency=True)
-
     async def fill(self, name: str, size: int, count: int) -> int:
-        measure = await self._publish_run(name, size, count, 600.0, workers=1000, per_call=1,
-                                          record_latency=False)
+        measure = await self.send_run(name, size, count, 600.0, workers=1000, per_call=1, record_latency=False)
         return measure.done
 
     async def consume(self, name: str, count: int, mode: ConsumeMode, plan: Plan) -> Measure:

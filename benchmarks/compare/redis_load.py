@@ -27,6 +27,7 @@ from benchmarks.compare.workload import (
     ConsumeProgress,
     Measure,
     Plan,
+    SendRuns,
     body,
     pipelined,
 )
@@ -37,11 +38,12 @@ SOCKET_TIMEOUT = 30.0
 FIELD = b"d"
 
 
-class RedisClient:
+class RedisClient(SendRuns):
     """W1-W5 against one redis-server."""
 
     consume_modes: tuple[ConsumeMode, ...] = (ConsumeMode.EACH, ConsumeMode.BATCH)
     refill_per_consume = False
+    fill_workers = 32
 
     def __init__(self, host: str, port: int) -> None:
         self.host = host
@@ -52,64 +54,27 @@ class RedisClient:
                                                timeout=SOCKET_TIMEOUT, socket_timeout=SOCKET_TIMEOUT)
         return aioredis.Redis(connection_pool=pool)
 
-    async def produce(self, name: str, size: int, plan: Plan) -> Measure:
-        client = self._connect(min(POOL_CONNECTIONS, plan.in_flight))
-        try:
-            payload: dict[FieldT, EncodableT] = {FIELD: body(size)}
-            await client.ping()
-            measure = Measure()
-            await pipelined(lambda: client.xadd(name, payload), measure, Budget(plan.count, plan.time_limit),
-                            workers=plan.in_flight)
-            return measure
-        finally:
-            await client.aclose()
-
-    async def sequential(self, name: str, plan: Plan) -> Measure:
-        client = self._connect(1)
-        try:
-            payload: dict[FieldT, EncodableT] = {FIELD: body(1024)}
-            await client.ping()
-            measure = Measure(capacity=plan.sequential)
-            await pipelined(lambda: client.xadd(name, payload), measure, Budget(plan.sequential, plan.time_limit),
-                            workers=1, record_latency=True)
-            return measure
-        finally:
-            await client.aclose()
-
-    async def _pipelined_batches(self, name: str, size: int, plan: Plan, count: int, *,
-                                 record_latency: bool) -> Measure:
-        client = self._connect(plan.batch_workers)
+    async def send_run(self, name: str, size: int, count: int, seconds: float, *, workers: int, per_call: int,
+                       record_latency: bool) -> Measure:
+        """``XADD`` awaited for its reply over a pool of at most :data:`POOL_CONNECTIONS`; with ``per_call`` > 1,
+        a pipeline of ``per_call`` XADDs."""
+        client = self._connect(min(POOL_CONNECTIONS, workers))
         try:
             payload: dict[FieldT, EncodableT] = {FIELD: body(size)}
             await client.ping()
 
             async def one_batch() -> None:
                 pipe = client.pipeline(transaction=False)
-                for _ in range(plan.batch):
+                for _ in range(per_call):
                     pipe.xadd(name, payload)
                 await pipe.execute()
 
-            measure = Measure()
-            await pipelined(one_batch, measure, Budget(count, plan.time_limit), workers=plan.batch_workers,
-                            per_call=plan.batch, record_latency=record_latency)
+            measure = Measure(capacity=count)
+            await pipelined((lambda: client.xadd(name, payload)) if per_call == 1 else one_batch, measure,
+                            Budget(count, seconds), workers=workers, per_call=per_call, record_latency=record_latency)
             return measure
         finally:
             await client.aclose()
-
-    async def batches(self, name: str, plan: Plan) -> Measure:
-        return await self._pipelined_batches(name, 1024, plan, plan.count, record_latency=True)
-
-    async def fill(self, name: str, size: int, count: int) -> int:
-        plan = Plan(count=count, time_limit=300.0, batch=min(32, count))
-        measure = await self._pipelined_batches(name, size, plan, count - count % plan.batch, record_latency=False)
-        client = self._connect(1)
-        try:
-            for _ in range(count % plan.batch):
-                await client.xadd(name, {FIELD: body(size)})
-                measure.ok(1)
-        finally:
-            await client.aclose()
-        return measure.done
 
     async def consume(self, name: str, count: int, mode: ConsumeMode, plan: Plan) -> Measure:
         client = self._connect(1)

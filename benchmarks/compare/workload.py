@@ -146,6 +146,44 @@ class Measure:
 Call = Callable[[], Awaitable[object]]
 
 
+class SendRuns:
+    """W1, W2, W3, W5 and the W4 backlog of a client (:class:`benchmarks.compare.target.Client`), all from its one
+    :meth:`send_run`: ``count`` messages of ``size`` bytes sent by ``workers`` coroutines, each awaiting calls
+    of ``per_call`` messages (one acknowledged send, or one batch) within ``seconds``."""
+
+    #: Messages per call and concurrent calls when filling a backlog.
+    fill_batch = 32
+    fill_workers = 16
+
+    async def send_run(self, name: str, size: int, count: int, seconds: float, *, workers: int, per_call: int,
+                       record_latency: bool) -> Measure:
+        raise NotImplementedError
+
+    async def produce(self, name: str, size: int, plan: Plan) -> Measure:
+        return await self.send_run(name, size, plan.count, plan.time_limit, workers=plan.in_flight, per_call=1,
+                                   record_latency=False)
+
+    async def sequential(self, name: str, plan: Plan) -> Measure:
+        return await self.send_run(name, 1024, plan.sequential, plan.time_limit, workers=1, per_call=1,
+                                   record_latency=True)
+
+    async def batches(self, name: str, plan: Plan) -> Measure:
+        return await self.send_run(name, 1024, plan.count, plan.time_limit, workers=plan.batch_workers,
+                                   per_call=plan.batch, record_latency=True)
+
+    async def fill(self, name: str, size: int, count: int) -> int:
+        """Write a backlog of ``count`` messages (not measured): batches, then the remainder one by one."""
+        batch = self.fill_batch
+        done = 0
+        if count >= batch:
+            done = (await self.send_run(name, size, count - count % batch, 300.0, workers=self.fill_workers,
+                                        per_call=batch, record_latency=False)).done
+        if count % batch:
+            done += (await self.send_run(name, size, count % batch, 60.0, workers=1, per_call=1,
+                                         record_latency=False)).done
+        return done
+
+
 async def pipelined(call: Call, measure: Measure, budget: Budget, *, workers: int, per_call: int = 1,
                     record_latency: bool = False) -> None:
     """``workers`` coroutines, each awaiting ``call()`` in a loop while the budget allows ``per_call`` more
