@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import shutil
@@ -15,11 +16,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from client.producer import Producer
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 30.0
@@ -171,3 +175,17 @@ async def create_topic(broker_addr: str, topic: str, queues: int) -> None:
         await client.close()
     if response.code != ResponseCode.SUCCESS:
         raise RuntimeError(f"cannot create topic {topic}: {response.code} {response.remark}")
+
+
+async def wait_for_route(producer: Producer, topic: str, timeout: float = 30.0) -> None:
+    """Until the name servers have the topic's own route (its broker created it and registered) and the
+    producer has taken it; RuntimeError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    instance = producer.instance
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if await instance.fetch_route(topic, 1.0) is not None:
+                await instance.refresh_topic(topic, 3.0)
+                return
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"no route for {topic}")

@@ -35,7 +35,7 @@ from typing import Any
 
 import uvloop
 
-from benchmarks.common import Child, create_topic, local_cluster, percentiles, pin_self, wait_idle
+from benchmarks.common import Child, create_topic, local_cluster, percentiles, pin_self, wait_for_route, wait_idle
 from client.consume_types import ConsumeFromWhere
 from client.message import Message
 from client.producer import Producer
@@ -110,18 +110,6 @@ def _quiet_logs() -> None:
 # -- our own cluster -------------------------------------------------------------------------------------------
 
 
-
-async def _wait_for_route(producer: Producer, topic: str, deadline: float) -> None:
-    instance = producer.instance
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            if await instance.fetch_route(topic, 1.0) is not None:
-                await instance.refresh_topic(topic, 3.0)
-                return
-        await asyncio.sleep(0.2)
-    raise RuntimeError(f"no route for {topic}")
-
-
 def _cpu(broker: Child | None) -> tuple[float, float | None, float]:
     return time.process_time(), broker.cpu_seconds() if broker else None, time.perf_counter()
 
@@ -156,7 +144,7 @@ async def _prepare_topic(args: argparse.Namespace, producer: Producer, broker: C
         await create_topic(broker.addr, topic, args.queues)
     else:
         await producer.send(Message(topic, b"create"))  # auto-created through TBW102
-    await _wait_for_route(producer, topic, time.monotonic() + 30.0)
+    await wait_for_route(producer, topic)
 
 
 async def _fill(args: argparse.Namespace, producer: Producer, topic: str) -> int:

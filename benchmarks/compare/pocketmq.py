@@ -34,7 +34,7 @@ from pathlib import Path
 import structlog
 import uvloop
 
-from benchmarks.common import Child, create_topic, local_cluster, wait_idle
+from benchmarks.common import Child, create_topic, local_cluster, wait_for_route, wait_idle
 from benchmarks.compare.target import Target, Unavailable
 from benchmarks.compare.workload import (
     Budget,
@@ -82,15 +82,7 @@ class PocketClient(SendRuns):
             for addr in self.masters:
                 await create_topic(addr, topic, QUEUES)
             self._topics.add(topic)
-        deadline = time.monotonic() + 30.0
-        instance = producer.instance
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                if await instance.fetch_route(topic, 1.0) is not None:
-                    await instance.refresh_topic(topic, 3.0)
-                    return
-            await asyncio.sleep(0.2)
-        raise RuntimeError(f"no route for {topic}")
+        await wait_for_route(producer, topic)
 
     async def send_run(self, topic: str, size: int, count: int, seconds: float, *, workers: int,
                        per_call: int, record_latency: bool) -> Measure:

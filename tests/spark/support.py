@@ -4,29 +4,28 @@ small stores written through the real :class:`store.MessageStore`, and ways to d
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import shutil
 import struct
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from store import MessageExtBrokerInner, MessageStore, StoreConfig
 from store.record import Blank, MessageRecord, decode_record, encode_host, encode_properties
+from tests.client.pull_records import Record
 
-MAGIC = 0xDAA320A7
 BLANK = 0xCBD43194
 
 
-def host_field(ip: str, port: int) -> bytes:
-    """BORNHOST/STOREHOST: 4 or 16 address bytes, then the port as a big-endian int32."""
-    return ipaddress.ip_address(ip).packed + struct.pack(">i", port)
+def _address(host: tuple[str, int]) -> str:
+    ip, port = host
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
 @dataclass
 class HandRecord:
-    """The fields of one record, packed by :meth:`pack` exactly as reference §4.1 lists them."""
+    """The fields of one record; :meth:`pack` lays them out field by field as reference §4.1 lists them
+    (through the consumer tests' independent encoder, :class:`tests.client.pull_records.Record`)."""
 
     topic: str
     body: bytes
@@ -45,34 +44,14 @@ class HandRecord:
     physical_offset: int = field(default=0)
 
     def pack(self, physical_offset: int) -> bytes:
-        born = host_field(*self.born_host)
-        store = host_field(*self.store_host)
-        sys_flag = self.sys_flag | (0x10 if len(born) == 20 else 0) | (0x20 if len(store) == 20 else 0)
-        topic = self.topic.encode()
-        props = self.properties.encode()
-        crc = zlib.crc32(self.body) & 0x7FFFFFFF if self.body_crc is None else self.body_crc
-        size = (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + len(born) + 8 + len(store) + 4 + 8 + 4 + len(self.body)
-                + 1 + len(topic) + 2 + len(props))
         self.physical_offset = physical_offset
-        return b"".join([
-            struct.pack(">i", size),                      # 1 TOTALSIZE
-            struct.pack(">I", MAGIC),                     # 2 MAGICCODE
-            struct.pack(">i", crc),                       # 3 BODYCRC
-            struct.pack(">i", self.queue_id),             # 4 QUEUEID
-            struct.pack(">i", self.flag),                 # 5 FLAG
-            struct.pack(">q", self.queue_offset),         # 6 QUEUEOFFSET
-            struct.pack(">q", physical_offset),           # 7 PHYSICALOFFSET
-            struct.pack(">i", sys_flag),                  # 8 SYSFLAG
-            struct.pack(">q", self.born_timestamp),       # 9 BORNTIMESTAMP
-            born,                                         # 10 BORNHOST
-            struct.pack(">q", self.store_timestamp),      # 11 STORETIMESTAMP
-            store,                                        # 12 STOREHOSTADDRESS
-            struct.pack(">i", self.reconsume_times),      # 13 RECONSUMETIMES
-            struct.pack(">q", self.prepared_transaction_offset),  # 14 PREPARED TRANSACTION OFFSET
-            struct.pack(">i", len(self.body)), self.body,  # 15 BODY
-            struct.pack(">b", len(topic)), topic,          # 16 TOPIC
-            struct.pack(">h", len(props)), props,          # 17 PROPERTIES
-        ])
+        return Record(
+            topic=self.topic, body=self.body, queue_id=self.queue_id, flag=self.flag, queue_offset=self.queue_offset,
+            physical_offset=physical_offset, sys_flag=self.sys_flag, born_timestamp=self.born_timestamp,
+            born_host=_address(self.born_host), store_timestamp=self.store_timestamp,
+            store_host=_address(self.store_host), reconsume_times=self.reconsume_times,
+            prepared_offset=self.prepared_transaction_offset, properties=self.properties, body_crc=self.body_crc,
+        ).encode()
 
 
 def write_hand_commit_log(commitlog: Path, files: Sequence[Sequence[HandRecord]], file_size: int) -> None:
