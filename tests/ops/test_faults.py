@@ -246,6 +246,11 @@ class Stream:
         return sum(1 for t, _, r in self.results if t >= since and r.status is SendStatus.SEND_OK
                    and (broker is None or r.message_queue.broker_name == broker))
 
+    async def flowing(self, per_group: int = 50) -> None:
+        """Until both broker groups have acknowledged ``per_group`` sends."""
+        await eventually(lambda: self.ok("broker-a") >= per_group and self.ok("broker-b") >= per_group,
+                         timeout=30, message="sends flowing to both groups")
+
     def acked(self, broker: str | None = None) -> set[bytes]:
         """Bodies answered SEND_OK (by ``broker``)."""
         return {b for _, b, r in self.results if r.status is SendStatus.SEND_OK
@@ -283,8 +288,7 @@ async def test_master_sigkill_is_isolated_and_its_slave_still_serves_its_message
         async with stream_producer(cluster, send_timeout=3.0) as producer:
             stream = Stream(producer, topic)
             try:
-                await eventually(lambda: stream.ok("broker-a") >= 50 and stream.ok("broker-b") >= 50, timeout=30,
-                                 message="sends flowing to both groups")
+                await stream.flowing()
                 cluster.signal("broker-a", signal.SIGKILL)
                 killed_at = time.monotonic()
                 await cluster.wait_exit("broker-a", 10)
@@ -336,8 +340,7 @@ async def test_master_sigstop_times_out_is_routed_around_and_serves_again_after_
         async with stream_producer(cluster, send_timeout=send_timeout) as producer:
             stream = Stream(producer, topic)
             try:
-                await eventually(lambda: stream.ok("broker-a") >= 50 and stream.ok("broker-b") >= 50, timeout=30,
-                                 message="sends flowing to both groups")
+                await stream.flowing()
                 cluster.signal("broker-a", signal.SIGSTOP)
                 frozen_at = time.monotonic()
                 try:
