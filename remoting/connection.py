@@ -205,7 +205,7 @@ class Connection(asyncio.Protocol):
             # loop iteration); frames sent after it in the same step are coalesced by the scheduled flush.
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
-            if not out and not self._write_paused:
+            if not out and not self._write_paused and not self._transport.is_closing():
                 self._write_now(head, body)
                 return
         out.append(head)
