@@ -50,6 +50,8 @@ from remoting.server import RemotingServer, ServerConfig
 from store.message_store import MessageStore
 
 log = structlog.get_logger("broker")
+PREPARED_QUEUES_MAX = 64
+"""Queues of a newly created topic whose consume-queue files are made at once (see ``_prepare_queues``)."""
 
 
 class BrokerController:
@@ -271,13 +273,14 @@ class BrokerController:
         """Create each queue's consume-queue file now, one after the other in the store's thread, so the
         first message of each queue does not wait for it: a new file costs a directory fsync, and the first
         sends of a new 8-queue topic waited 2-28 ms each (the p999 of sequential sends). Only for topics
-        created by an administrator: auto-created and retry topics keep creating files on first use, so a
-        topic that never gets a message costs no disk."""
+        created by an administrator, and at most :data:`PREPARED_QUEUES_MAX` queues of each: auto-created and
+        retry topics (and the queues past that bound) keep creating files on first use, so a topic that never
+        gets a message costs no disk (a consume-queue file is 5.7 MiB by default)."""
         config = self.topics.table.get(topic)
         store = self.store
         if config is None or store is None:
             return
-        for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
+        for queue_id in range(min(max(config.read_queue_nums, config.write_queue_nums), PREPARED_QUEUES_MAX)):
             if topic not in self.topics.table:
                 return  # deleted meanwhile
             await store.prepare_queue(topic, queue_id)
