@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from admin.api import AdminClient, AdminError, record_dict, split_namesrv
+from common.logs import configure_logging
 from remoting import route as rd
-from remoting.logs import configure_logging
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 

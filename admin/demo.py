@@ -26,11 +26,11 @@ from admin.api import AdminClient
 from admin.cluster import LocalCluster
 from client import Message, Producer
 from client.message import SendStatus
+from common.logs import configure_logging
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import PullMessageRequestHeader
-from remoting.logs import configure_logging
 from store.record import decode_records
 
 TOPIC = "DemoOrders"

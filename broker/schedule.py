@@ -17,11 +17,11 @@ from typing import Any
 import structlog
 
 from broker.metadata import DelayOffsets
+from common.service import Service
 from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
 from store.record import SCHEDULE_TOPIC, MessageConst, decode_record, encode_properties, parse_properties
 from store.results import GetMessageStatus, PutMessageResult
-from store.service import Service
 
 log = structlog.get_logger("broker.schedule")
 

@@ -14,13 +14,13 @@ import structlog
 
 from broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
 from broker.topic_manager import TopicConfigManager
+from common.service import Service
 from remoting import route as rd
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import PocketMQError, error_for_response
 from store.metadata import loads_fastjson
-from store.service import Service
 
 log = structlog.get_logger("broker.slave_sync")
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from client.errors import MQClientError
 from client.message import MessageQueue
-from remoting.files import write_atomically
+from common.files import write_atomically
 
 __all__ = [
     "DEFAULT_LOCAL_OFFSET_STORE_DIR",

@@ -37,12 +37,12 @@ from typing import Any, cast
 
 import structlog
 
+from common.service import Service
 from ha.config import HAConfig, parse_address
 from ha.connection import peer_name, set_nodelay
 from ha.errors import HAProtocolError
 from ha.wire import Transfer, TransferDecoder, encode_offset_report
 from store import MessageStore
-from store.service import Service
 
 log = structlog.get_logger("pocketmq.ha")
 

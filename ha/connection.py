@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
+from common.service import Service
 from ha.errors import InvalidOffsetReportError
 from ha.wire import TRANSFER_HEADER, OffsetReportDecoder
-from store.service import Service
 
 if TYPE_CHECKING:
     from ha.service import HAService

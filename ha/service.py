@@ -30,11 +30,11 @@ import contextlib
 
 import structlog
 
+from common.service import Service
 from ha.config import HAConfig
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
 from store import MessageStore, PutMessageStatus
-from store.service import Service
 
 log = structlog.get_logger("pocketmq.ha")
 

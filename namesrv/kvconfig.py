@@ -20,9 +20,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from common.files import write_atomically
 from remoting import fastjson
 from remoting.errors import InvalidHeaderError, PocketMQError
-from remoting.files import write_atomically
 
 __all__ = ["KVConfigError", "KVConfigFullError", "KVConfigManager"]
 

@@ -16,8 +16,8 @@ from typing import Protocol, TypeVar
 
 import uvloop
 
+from common.logs import LogFormat, configure_logging
 from remoting.config import ConfigError
-from remoting.logs import LogFormat, configure_logging
 
 ConfigT = TypeVar("ConfigT")
 

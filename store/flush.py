@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
+from common.service import Service
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.config import OS_PAGE_SIZE
 from store.consume_queue import CQ_UNIT, UNIT_SIZE, ConsumeQueue
 from store.mapped_file import MappedFile, MappedFileQueue, run_flush_plan
 from store.results import PutMessageStatus
-from store.service import Service
 
 log = structlog.get_logger("pocketmq.store")
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 
 import structlog
 
+from common.service import Service
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -67,7 +68,6 @@ from store.results import (
     PutMessageStatus,
 )
 from store.retention import RetentionService
-from store.service import Service
 
 log = structlog.get_logger("pocketmq.store")
 

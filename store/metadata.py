@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import itertools
 import json
 import os
@@ -39,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import structlog
+
+from common.files import remove_stale_temporaries, write_atomically
 
 log = structlog.get_logger("pocketmq.store")
 
@@ -53,33 +54,6 @@ class PermName:
     PERM_READ = 4
     PERM_WRITE = 2
     PERM_INHERIT = 1
-
-
-_TMP_COUNTER = itertools.count()
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably. Blocking."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{next(_TMP_COUNTER)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 _INTEGER_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)')
@@ -149,7 +123,7 @@ class ConfigFile:
         """Read the file (or its ``.bak``). False when neither exists; ValueError when they exist but
         cannot be parsed (a broker must not start over silently with empty offsets). Leftover temporary
         files of interrupted writes are removed. Blocking."""
-        self._remove_stale_temporaries()
+        remove_stale_temporaries(self.path)
         found = False
         errors = []
         for candidate in (self.path, self.path + ".bak"):
@@ -172,19 +146,6 @@ class ConfigFile:
             raise ValueError("; ".join(errors))
         return False
 
-    def _remove_stale_temporaries(self) -> None:
-        """Temporary files of writes a kill interrupted (the rename never happened, so they are junk)."""
-        directory = os.path.dirname(self.path) or "."
-        prefix = f".{os.path.basename(self.path)}."
-        try:
-            names = os.listdir(directory)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if name.startswith(prefix) and name.endswith(".tmp"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(directory, name))
-
     def persist(self) -> None:
         """Write the current contents. Blocking."""
         self._write(next(self._sequence), self.encode().encode())
@@ -199,7 +160,7 @@ class ConfigFile:
         with self._write_lock:
             if sequence < self._written:
                 return
-            atomic_write(self.path, data)
+            write_atomically(self.path, data)
             self._written = sequence
 
 

@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
+from common.service import Service
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.mapped_file import MappedFile
-from store.service import Service
 
 log = structlog.get_logger("pocketmq.store")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from common.files import write_atomically
 from store.metadata import (
     DEFAULT_TOPIC,
     ConsumerOffsetTable,
@@ -20,7 +21,6 @@ from store.metadata import (
     SubscriptionGroupTable,
     TopicConfig,
     TopicConfigTable,
-    atomic_write,
     config_paths,
     quote_integer_keys,
 )
@@ -135,7 +135,7 @@ async def test_atomic_writes_leave_no_temporary_files(tmp_path: Path) -> None:
     for i in range(20):
         table.commit_offset("g", "t", 0, i)
         await table.persist_async()
-    atomic_write(str(tmp_path / "x.json"), b"{}")
+    write_atomically(str(tmp_path / "x.json"), b"{}")
     assert names_in(tmp_path) == ["consumerOffset.json", "x.json"]
     again = ConsumerOffsetTable(paths["consumerOffset.json"])
     assert again.load() and again.query_offset("g", "t", 0) == 19

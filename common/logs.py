@@ -1,4 +1,5 @@
-"""Structured logging set-up shared by every PocketMQ process (structlog, JSON or console)."""
+"""Structured logging shared by every PocketMQ process: set-up (structlog, JSON or console) and the one
+logger-naming rule (:func:`get_logger`)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,16 @@ def configure_logging(fmt: LogFormat = "console", level: str = "INFO") -> None:
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=True,
     )
+
+
+LOGGER_PREFIX = "pocketmq."
+
+
+def get_logger(component: str) -> structlog.typing.FilteringBoundLogger:
+    """The logger of one component, named ``pocketmq.<package>[.<part>]`` in every package.
+
+    Events are snake_case words (``broker_registered``, ``slave_attached``) with the context bound as
+    keyword fields (``broker=…, offset=…``), never formatted into the event text.
+    """
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(LOGGER_PREFIX + component)
+    return logger
