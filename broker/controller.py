@@ -378,8 +378,8 @@ class BrokerController:
                 lambda: [((str(s.address),), s.ack_offset) for s in self.ha_service.attached_slaves]
                 if self.ha_service else [])
         m.gauge("pocketmq_ha_slave_lag_bytes", "Bytes each slave is behind this master", ["slave"],
-                lambda: [((str(s.address),), max(0, self.ha_service.store.max_phy_offset - s.ack_offset))
-                         for s in self.ha_service.attached_slaves] if self.ha_service else [])
+                lambda: [((str(s.address),), max(0, self.store.max_phy_offset - s.ack_offset))
+                         for s in self.ha_service.attached_slaves] if self.ha_service and self.store else [])
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
 

@@ -1,12 +1,18 @@
 """Master/slave commit-log replication (RocketMQ 4.x "DefaultHA", seed 000 §3, reference §5).
 
 * :mod:`ha.wire` — the protocol, pure: 8-byte offset reports up, ``from_offset·size·bytes`` transfers down.
-* :class:`HAService` — the master: accepts slaves, streams the commit log to each, validates their
-  acknowledgements and completes SYNC_MASTER waits (:meth:`HAService.wait_for_replica`).
+* :mod:`ha.ports` — the narrow interfaces each part is given: the master's commit log read-only, the slave's
+  commit log, the replica hub a connection reports to.
+* :class:`HAService` — the master and the hub: accepts slaves (:mod:`ha.connection`, one
+  :class:`ha.connection.HAConnection` per slave, streaming the commit log and validating its
+  acknowledgements), drops silent ones, and completes SYNC_MASTER waits (:meth:`HAService.wait_for_replica`,
+  :mod:`ha.group_transfer`).
 * :class:`HAClient` — the slave: connects to the master, appends what it is sent to its own store.
-* :class:`HAConfig` — both ends' settings.
+* :mod:`ha.sockets` — socket helpers both ends use; :class:`HAConfig` — both ends' settings.
 
-Imports point one way: ``ha`` uses only ``store``; the broker wires it in.
+Imports point one way: ``ha`` uses only ``store`` and ``common``; the broker wires it in. Inside, the import
+graph has no circle: ``service`` -> ``connection`` -> ``ports``/``sockets``/``wire``, ``client`` ->
+``ports``/``sockets``/``wire``.
 """
 
 from ha.client import HAClient

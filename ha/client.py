@@ -8,17 +8,16 @@ On each connection the slave reports its max commit-log offset at once, after ev
 bytes (not once per read: a read may carry many transfers, and the master can answer SYNC_MASTER puts as
 soon as their part is acknowledged), and every ``ha_send_heartbeat_interval`` otherwise; it drops a master
 it has heard nothing from for ``ha_housekeeping_interval``. The socket reads straight into the
-:class:`ha.wire.TransferDecoder`'s bounded buffer and each transfer body goes to
-:meth:`store.MessageStore.append_to_commit_log` as a view of that buffer (one copy, socket buffer ->
-mapped file).
+:class:`ha.wire.TransferDecoder`'s bounded buffer and each transfer body goes to the store's
+``append_to_commit_log`` as a view of that buffer (one copy, socket buffer -> mapped file). The store is
+seen through :class:`ha.ports.SlaveLog`: append, index, restart at a file boundary, and its bounds.
 
 An acknowledgement means what it means in RocketMQ: the bytes are in the slave's commit log. The records
-are checked and dispatched to the consume queues right after, once per read
-(:meth:`store.MessageStore.dispatch_replicated`), so the master's wait does not include the slave's
-per-record work (1,000 pipelined 128-byte sends to a SYNC_MASTER: ~40-55k msg/s with the dispatch before
-the acknowledgement, ~57-68k after). Bytes that turn out not to
-be valid records (damaged in transit) are cut and the slave reconnects from its last valid record; the
-master still holds them and sends them again.
+are checked and dispatched to the consume queues right after, once per read (``dispatch_replicated``), so
+the master's wait does not include the slave's per-record work (1,000 pipelined 128-byte sends to a
+SYNC_MASTER: ~40-55k msg/s with the dispatch before the acknowledgement, ~57-68k after). Bytes that turn out
+not to be valid records (damaged in transit) are cut and the slave reconnects from its last valid record;
+the master still holds them and sends them again.
 
 Every transfer must start at the slave's own max offset. Two exceptions are part of the protocol: a slave
 with an empty log that reported 0 is sent the master's last file, and a slave that asked for bytes the
@@ -35,16 +34,15 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, cast
 
-import structlog
-
+from common.logs import get_logger
 from common.service import Service
 from ha.config import HAConfig, parse_address
-from ha.connection import peer_name, set_nodelay
 from ha.errors import HAProtocolError
+from ha.ports import SlaveLog
+from ha.sockets import peer_name, set_nodelay
 from ha.wire import Transfer, TransferDecoder, encode_offset_report
-from store import MessageStore
 
-log = structlog.get_logger("pocketmq.ha")
+log = get_logger("ha.client")
 
 AddressProvider = Callable[[], str | None]
 """Returns the master's HA address (``host:port``) or None when there is no master now."""
@@ -55,17 +53,20 @@ report supersedes this one anyway)."""
 
 
 class _MasterLink(asyncio.BufferedProtocol):
-    """One connection to the master; the socket reads into the transfer decoder's buffer."""
+    """One connection to the master: the socket reads into the transfer decoder's buffer; each transfer is
+    checked, appended and acknowledged, and what one read appended is indexed after."""
 
-    def __init__(self, client: HAClient, address: str) -> None:
-        self._client = client
+    def __init__(self, store: SlaveLog, config: HAConfig, address: str) -> None:
+        self._store = store
+        self._file_size = store.config.mapped_file_size_commit_log
         self.address = address
         self.loop = asyncio.get_running_loop()
-        self.decoder = TransferDecoder(client.config.slave_read_buffer_size)
+        self.decoder = TransferDecoder(config.slave_read_buffer_size)
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = self.loop.create_future()
         self.last_read_time = self.loop.time()
         self.last_report_time = 0.0
+        #: bytes appended on this connection
         self.appended = 0
         self.log: Any = log.bind(master=address, role="slave")
 
@@ -80,21 +81,21 @@ class _MasterLink(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_read_time = self.loop.time()
+        decoder = self.decoder
         try:
-            self.decoder.buffer_updated(nbytes)
+            decoder.buffer_updated(nbytes)
             appended = self.appended
-            while (transfer := self.decoder.next_transfer()) is not None:
-                before = self.appended
-                if not self._client.apply_transfer(self, transfer):
+            while (transfer := decoder.next_transfer()) is not None:
+                if not self._apply(transfer):
                     self.close()
                     return
-                if self.appended != before:
+                if transfer.body:
                     self.report()
-            if self.appended != appended and not self._client.dispatch(self):
+            if self.appended != appended and not self._dispatch():
                 self.close()
                 return
         except HAProtocolError as exc:
-            self.log.error("bad data from the master; reconnecting", error=str(exc))
+            self.log.error("bad_data_from_master", error=str(exc))
             self.close()
             return
 
@@ -112,7 +113,7 @@ class _MasterLink(asyncio.BufferedProtocol):
             return
         self.last_report_time = self.loop.time()
         if transport.get_write_buffer_size() <= _REPORT_BACKLOG_LIMIT:
-            transport.write(encode_offset_report(self._client.store.max_phy_offset))
+            transport.write(encode_offset_report(self._store.max_phy_offset))
 
     def close(self) -> None:
         """Close at once."""
@@ -121,6 +122,51 @@ class _MasterLink(asyncio.BufferedProtocol):
         if not self.closed.done():
             self.closed.set_result(None)
 
+    # ============================================================================ transfers
+
+    def _apply(self, transfer: Transfer) -> bool:
+        """Check and append one transfer; False closes the connection."""
+        store = self._store
+        offset = transfer.from_offset
+        own = store.max_phy_offset
+        if offset != own and not self._realign(offset, own):
+            return False
+        body = transfer.body
+        if body:
+            if not store.append_to_commit_log(offset, body, dispatch=False):
+                self.log.error("replicated_data_refused", offset=offset, size=len(body),
+                               max_offset=store.max_phy_offset)
+                return False
+            self.appended += len(body)
+        return True
+
+    def _dispatch(self) -> bool:
+        """Check and index what the transfers of one read appended; False (reconnect) when it is not a valid
+        commit log: the store keeps only the valid records, and the next connection reports that offset."""
+        if self._store.dispatch_replicated():
+            return True
+        self.log.error("replicated_data_invalid", max_offset=self._store.max_phy_offset)
+        return False
+
+    def _realign(self, offset: int, own: int) -> bool:
+        """The master sends from ``offset`` but our log ends at ``own``. Accept only a file boundary past
+        our end (joining at the master's last file, or a resync after the master deleted the bytes we
+        need), by restarting our commit log there."""
+        store = self._store
+        if offset < own or offset % self._file_size:
+            self.log.error("transfer_offset_mismatch", offset=offset, max_offset=own)
+            return False
+        if own > store.min_phy_offset:
+            # the master no longer has the bytes after ours: our log is discarded
+            self.log.error("commit_log_resynced_from_master_oldest_file", offset=offset, max_offset=own,
+                           min_offset=store.min_phy_offset)
+        else:
+            self.log.info("commit_log_joined_at_file_boundary", offset=offset)
+        if not store.reset_commit_log(offset):
+            self.log.error("commit_log_reset_failed", offset=offset)
+            return False
+        return store.max_phy_offset == offset
+
 
 class HAClient(Service):
     """Slave side of replication (see module docstring). ``start()`` it after the store is started and
@@ -128,10 +174,10 @@ class HAClient(Service):
 
     name = "ha-client"
 
-    def __init__(self, store: MessageStore, config: HAConfig, *,
+    def __init__(self, store: SlaveLog, config: HAConfig, *,
                  master_address: str | AddressProvider | None = None) -> None:
         super().__init__()
-        self.store = store
+        self._store = store
         self.config = config
         self._provider: AddressProvider | None = None
         self._address: str | None = config.ha_master_address or None
@@ -144,12 +190,9 @@ class HAClient(Service):
         self._changed = asyncio.Event()
         self._link: _MasterLink | None = None
         self._paused = False
-        self._file_size = store.config.mapped_file_size_commit_log
         self._log = log.bind(role="slave")
         #: connections made so far (for runtime info and tests)
         self.connect_count = 0
-        #: loop time of the last transfer with data
-        self.last_transfer_time = 0.0
 
     # ================================================================================ public API
 
@@ -172,7 +215,7 @@ class HAClient(Service):
             return
         if address is not None:
             parse_address(address)
-        self._log.info("master HA address changed", old=self._address, new=address)
+        self._log.info("master_address_changed", old=self._address, new=address)
         self._address = address
         if self._link is not None:
             self._link.close()
@@ -206,7 +249,7 @@ class HAClient(Service):
         return {
             "haMasterAddress": self._address or "",
             "haMasterConnected": str(self.connected).lower(),
-            "haSlaveMaxOffset": str(self.store.max_phy_offset),
+            "haSlaveMaxOffset": str(self._store.max_phy_offset),
             "haMasterSilentMs": str(int((now - link.last_read_time) * 1000)) if self.connected and link else "-1",
             "haConnectCount": str(self.connect_count),
         }
@@ -218,13 +261,13 @@ class HAClient(Service):
             try:
                 provided = self._provider() or None
             except Exception:
-                self._log.exception("master address provider failed")
+                self._log.exception("master_address_provider_failed")
                 provided = self._address
             if provided != self._address:
                 try:
                     self.update_master_address(provided)
                 except ValueError as exc:
-                    self._log.error("bad master HA address", error=str(exc))
+                    self._log.error("bad_master_address", error=str(exc))
         return self._address
 
     async def run(self) -> None:
@@ -262,11 +305,12 @@ class HAClient(Service):
     async def _connect(self, address: str) -> _MasterLink | None:
         host, port = parse_address(address)
         loop = asyncio.get_running_loop()
+        store, config = self._store, self.config
         try:
-            async with asyncio.timeout(self.config.connect_timeout):
-                _transport, link = await loop.create_connection(lambda: _MasterLink(self, address), host, port)
+            async with asyncio.timeout(config.connect_timeout):
+                _transport, link = await loop.create_connection(lambda: _MasterLink(store, config, address), host, port)
         except (OSError, TimeoutError) as exc:
-            self._log.warning("cannot connect to the master", master=address, error=str(exc) or type(exc).__name__)
+            self._log.warning("master_connect_failed", master=address, error=str(exc) or type(exc).__name__)
             return None
         if address != self._address:  # changed while connecting
             link.close()
@@ -275,7 +319,7 @@ class HAClient(Service):
         self._link = link
         if self._paused and link.transport is not None:
             link.transport.pause_reading()
-        link.log.info("connected to the master", max_offset=self.store.max_phy_offset)
+        link.log.info("master_connected", max_offset=self._store.max_phy_offset)
         return link
 
     async def _session(self, link: _MasterLink) -> None:
@@ -286,7 +330,7 @@ class HAClient(Service):
             now = loop.time()
             silent = now - link.last_read_time
             if silent > cfg.ha_housekeeping_interval:
-                link.log.warning("master silent for too long; reconnecting", silent_s=round(silent, 3))
+                link.log.warning("master_silent", silent_s=round(silent, 3))
                 return
             if now - link.last_report_time >= cfg.ha_send_heartbeat_interval:
                 link.report()
@@ -295,50 +339,4 @@ class HAClient(Service):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout_at(max(deadline, loop.time()) + 0.001):
                     await asyncio.shield(link.closed)
-        link.log.info("disconnected from the master", max_offset=self.store.max_phy_offset)
-
-    # ============================================================================ transfers
-
-    def apply_transfer(self, link: _MasterLink, transfer: Transfer) -> bool:
-        """Check and append one transfer; False closes the connection."""
-        store = self.store
-        own = store.max_phy_offset
-        offset = transfer.from_offset
-        if offset != own and not self._realign(link, offset, own):
-            return False
-        if transfer.body:
-            if not store.append_to_commit_log(offset, transfer.body, dispatch=False):
-                link.log.error("the store refused replicated data; reconnecting", offset=offset,
-                               size=transfer.size, max_offset=store.max_phy_offset)
-                return False
-            link.appended += transfer.size
-            self.last_transfer_time = link.loop.time()
-        return True
-
-    def dispatch(self, link: _MasterLink) -> bool:
-        """Check and index what the transfers of one read appended; False (reconnect) when it is not a valid
-        commit log: the store keeps only the valid records, and the next connection reports that offset."""
-        if self.store.dispatch_replicated():
-            return True
-        link.log.error("replicated data is not a valid commit log; reconnecting", max_offset=self.store.max_phy_offset)
-        return False
-
-    def _realign(self, link: _MasterLink, offset: int, own: int) -> bool:
-        """The master sends from ``offset`` but our log ends at ``own``. Accept only a file boundary past
-        our end (joining at the master's last file, or a resync after the master deleted the bytes we
-        need), by restarting our commit log there."""
-        if offset < own or offset % self._file_size:
-            link.log.error("master sent data at an offset that is not our max offset; reconnecting",
-                           offset=offset, max_offset=own)
-            return False
-        holds_data = own > self.store.min_phy_offset
-        if holds_data:
-            link.log.error("the master no longer has the bytes after ours; discarding our commit log and "
-                           "resyncing from its oldest file", offset=offset, max_offset=own,
-                           min_offset=self.store.min_phy_offset)
-        else:
-            link.log.info("joining the master's commit log at a file boundary", offset=offset)
-        if not self.store.reset_commit_log(offset):
-            link.log.error("the store could not restart its commit log", offset=offset)
-            return False
-        return self.store.max_phy_offset == offset
+        link.log.info("master_disconnected", max_offset=self._store.max_phy_offset)

@@ -1,7 +1,8 @@
 """The master's end of one slave connection (RocketMQ's ``HAConnection``, reference §5.1-5.2).
 
-:class:`HAConnection` is the asyncio protocol of one accepted socket. Its two halves keep RocketMQ's
-names:
+:class:`HAConnection` is the asyncio protocol of one accepted socket. It is given a
+:class:`ha.ports.ReplicaHub` (to be registered, forgotten, and to report acknowledgements) and a read-only
+:class:`ha.ports.CommitLogView`, never the service or the store. Its two halves keep RocketMQ's names:
 
 * :class:`ReadSocketService` turns the slave's offset reports into a **validated** acknowledgement. The
   first report is the slave's request (where to start). Every report must be at most the master's own
@@ -22,52 +23,41 @@ names:
   are left to the task, which coalesces those of one loop step. It stops sending while the
   transport's buffer is above its high-water mark (the slave is not reading), so what is queued per
   slave is bounded.
+
+A connection ends one way, :meth:`HAConnection.close`, whichever side notices first (a rule broken, the
+slave silent, the socket lost, the sender stopping, shutdown): the sender is woken to stop, the socket is
+aborted, the hub forgets the connection, once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import Any, cast
 
-import structlog
-
+from common.logs import get_logger
 from common.service import Service
+from ha.config import HAConfig
 from ha.errors import InvalidOffsetReportError
+from ha.ports import CommitLogView, ReplicaHub
+from ha.sockets import peer_name, set_nodelay
 from ha.wire import TRANSFER_HEADER, OffsetReportDecoder
 
-if TYPE_CHECKING:
-    from ha.service import HAService
-
-log = structlog.get_logger("pocketmq.ha")
+log = get_logger("ha.connection")
 
 _BURST = 16
 """Transfers sent back to back before yielding to the event loop (a slave catching up on a fast link
 would otherwise keep the loop to itself)."""
 
 
-def peer_name(transport: asyncio.BaseTransport) -> str:
-    """``host:port`` of the other end of a socket transport."""
-    peer = transport.get_extra_info("peername")
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return f"{peer[0]}:{peer[1]}"
-    return str(peer)
-
-
-def set_nodelay(transport: asyncio.BaseTransport) -> None:
-    """Disable Nagle: acknowledgements are 8 bytes and a SYNC_MASTER put waits for each one."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
 class ReadSocketService:
     """The read half of a slave connection: offset reports -> validated acknowledged offset."""
 
-    def __init__(self, connection: HAConnection) -> None:
+    def __init__(self, connection: HAConnection, commit_log: CommitLogView,
+                 acknowledged: Callable[[int], None]) -> None:
         self._connection = connection
+        self._commit_log = commit_log
+        self._acknowledged = acknowledged
         self._decoder = OffsetReportDecoder()
         #: the slave's first report (where it asked to start); -1 before it
         self.request_offset = -1
@@ -86,28 +76,28 @@ class ReadSocketService:
         try:
             offset = self._decoder.feed(data)
         except InvalidOffsetReportError as exc:
-            connection.close("invalid offset report", offset=exc.offset)
+            connection.close("invalid_offset_report", fault=True, offset=exc.offset)
             return
         if offset is not None:
             self._on_report(offset, now)
 
     def _on_report(self, offset: int, now: float) -> None:
         connection = self._connection
-        master_max = connection.service.store.max_phy_offset
+        master_max = self._commit_log.max_phy_offset
         if offset > master_max:
-            connection.close("slave acknowledged beyond the master's max offset", ack=offset, master_max=master_max)
+            connection.close("ack_beyond_master_max", fault=True, reported=offset, master_max=master_max)
             return
         if self.request_offset < 0:
             self.request_offset = self.ack_offset = offset
             self.caught_up_time = now
-            connection.on_request(offset)
+            connection.write_service.begin(offset)
         else:
             if offset < self.ack_offset:
-                connection.close("slave acknowledgement went backwards", ack=offset, previous=self.ack_offset)
+                connection.close("ack_went_backwards", fault=True, reported=offset)
                 return
             sent = connection.write_service.sent_offset
             if offset > max(sent, self.request_offset):
-                connection.close("slave acknowledged bytes never sent to it", ack=offset, sent=sent)
+                connection.close("ack_beyond_sent", fault=True, reported=offset, sent=sent)
                 return
             if offset == self.ack_offset:
                 if offset >= master_max:
@@ -116,7 +106,7 @@ class ReadSocketService:
             self.ack_offset = offset
         if offset >= master_max:
             self.caught_up_time = now
-        connection.service.on_ack(connection)
+        self._acknowledged(offset)
 
 
 class WriteSocketService(Service):
@@ -124,17 +114,15 @@ class WriteSocketService(Service):
 
     name = "ha-write"
 
-    def __init__(self, connection: HAConnection) -> None:
+    def __init__(self, connection: HAConnection, commit_log: CommitLogView, config: HAConfig) -> None:
         super().__init__()
         self._connection = connection
-        service = connection.service
-        self._store = service.store
-        self._batch = service.config.ha_transfer_batch_size
-        self._heartbeat = service.config.ha_send_heartbeat_interval
-        self._file_size = service.store.config.mapped_file_size_commit_log
-        #: offset of the next byte to send; -1 until the slave's first report
-        self.next_transfer_from = -1
-        #: everything before this was handed to the transport; -1 until the first report
+        self._commit_log = commit_log
+        self._batch = config.ha_transfer_batch_size
+        self._heartbeat = config.ha_send_heartbeat_interval
+        self._file_size = commit_log.config.mapped_file_size_commit_log
+        #: offset of the next byte to send (RocketMQ's ``nextTransferFromWhere``): everything before it was
+        #: handed to the transport; -1 until the slave's first report
         self.sent_offset = -1
         self.last_write_time = 0.0
         self._started = asyncio.Event()
@@ -144,21 +132,21 @@ class WriteSocketService(Service):
         """Choose where to start for a slave whose first report was ``request_offset`` (seed 000 §3:
         0 -> the beginning of the master's last file; otherwise that offset; before the master's oldest
         file -> that file, loudly). Returns the start offset."""
-        store = self._store
+        commit_log = self._commit_log
         if request_offset == 0:
-            max_offset = store.max_phy_offset
+            max_offset = commit_log.max_phy_offset
             start = max(0, max_offset - max_offset % self._file_size)
         else:
             start = request_offset
-        min_offset = store.min_phy_offset
+        min_offset = commit_log.min_phy_offset
+        connection_log = self._connection.log
         if start < min_offset:
-            self._connection.log.error("slave asked for commit-log data the master has deleted; resyncing it "
-                                       "from the oldest file (it will drop its older data)",
-                                       requested=request_offset, master_min=min_offset)
+            # the slave drops its older data when it is sent the oldest file
+            connection_log.error("slave_resynced_from_oldest_file", requested=request_offset, master_min=min_offset)
             start = min_offset
-        self.next_transfer_from = self.sent_offset = start
-        self._connection.log.info("slave attached", requested=request_offset, start=start,
-                                  master_max=store.max_phy_offset)
+        self.sent_offset = start
+        connection_log.info("slave_attached", requested=request_offset, start=start,
+                            master_max=commit_log.max_phy_offset)
         self._started.set()
         self.wakeup.set()
         return start
@@ -170,21 +158,22 @@ class WriteSocketService(Service):
 
     async def run(self) -> None:
         connection = self._connection
+        reason = "sender_stopped"
         try:
             await self._stream()
         except asyncio.CancelledError:
             raise
         except Exception:
-            connection.log.exception("replication sender failed")
+            connection.log.exception("replication_sender_failed")
+            reason = "sender_failed"
         finally:
-            connection.abort()
-            connection.service.forget(connection)
+            connection.close(reason)  # nothing happens when the connection closed first
 
     def on_growth(self, max_offset: int) -> None:
         """The commit log grew to ``max_offset``. A put that leaves a whole transfer (or more) unsent is
         sent from here at once, so that the slave works on it while the master goes on with the next
         request; smaller growth is left to the task, which coalesces the puts of one loop step."""
-        if 0 <= self.next_transfer_from <= max_offset - self._batch and self._can_send():
+        if 0 <= self.sent_offset <= max_offset - self._batch and self._can_send():
             self._send_available(_BURST)
         self.wakeup.set()
 
@@ -200,20 +189,20 @@ class WriteSocketService(Service):
         connection = self._connection
         transport = connection.transport
         assert transport is not None
-        store = self._store
+        read = self._commit_log.get_commit_log_data
         batch = self._batch
         pack_header = TRANSFER_HEADER.pack
         writable = connection.writable
         sent = 0
         while sent < limit and writable.is_set():
-            offset = self.next_transfer_from
-            view = store.get_commit_log_data(offset, batch)
+            offset = self.sent_offset
+            view = read(offset, batch)
             if view is None:
                 break
             size = len(view)
             transport.writelines((pack_header(offset, size), view))
             del view  # the transport keeps what it has not sent yet
-            self.next_transfer_from = self.sent_offset = offset + size
+            self.sent_offset = offset + size
             sent += 1
         if sent:
             self.last_write_time = connection.loop.time()
@@ -225,7 +214,7 @@ class WriteSocketService(Service):
         transport = connection.transport
         if connection.closed or transport is None:
             return
-        store = self._store
+        commit_log = self._commit_log
         loop = connection.loop
         wakeup = self.wakeup
         self.last_write_time = loop.time()
@@ -238,13 +227,12 @@ class WriteSocketService(Service):
             if self._send_available(_BURST):
                 await asyncio.sleep(0)  # a slave catching up must not keep the loop to itself
                 continue
-            offset = self.next_transfer_from
-            min_offset = store.min_phy_offset
+            offset = self.sent_offset
+            min_offset = commit_log.min_phy_offset
             if offset < min_offset:
                 # Transfers on a connection are contiguous, so the jump needs a new connection: the slave
                 # reconnects, reports its offset, and begin() starts it at the oldest file.
-                connection.close("commit-log data for this slave was deleted while it lagged; it is resynced "
-                                 "from the oldest file when it reconnects", offset=offset, master_min=min_offset)
+                connection.close("data_deleted_while_lagging", fault=True, offset=offset, master_min=min_offset)
                 return
             deadline = self.last_write_time + self._heartbeat
             if loop.time() >= deadline:
@@ -261,19 +249,19 @@ class WriteSocketService(Service):
 class HAConnection(asyncio.Protocol):
     """One slave connection on the master (see module docstring)."""
 
-    def __init__(self, service: HAService) -> None:
-        self.service = service
+    def __init__(self, hub: ReplicaHub[HAConnection], commit_log: CommitLogView, config: HAConfig) -> None:
+        self._hub = hub
+        self._high_water = config.write_buffer_high_water
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.address = "?"
         self.log: Any = log
         self.closed = False
-        self.connected_time = 0.0
         #: set while the transport accepts more data (cleared by pause_writing)
         self.writable = asyncio.Event()
         self.writable.set()
-        self.read_service = ReadSocketService(self)
-        self.write_service = WriteSocketService(self)
+        self.read_service = ReadSocketService(self, commit_log, hub.acknowledged)
+        self.write_service = WriteSocketService(self, commit_log, config)
 
     # ---------------------------------------------------------------------------------- protocol
 
@@ -282,16 +270,13 @@ class HAConnection(asyncio.Protocol):
         self.transport = tcp = cast(asyncio.Transport, transport)
         self.address = peer_name(tcp)
         self.log = log.bind(peer=self.address, role="master")
-        self.connected_time = self.read_service.last_read_time = self.loop.time()
-        if not self.service.register(self):
-            self.closed = True
-            self.write_service.interrupt()
-            tcp.abort()
+        self.read_service.last_read_time = self.loop.time()
+        if not self._hub.register(self):
+            self.close("refused")
             return
         set_nodelay(tcp)
-        high = self.service.config.write_buffer_high_water
-        tcp.set_write_buffer_limits(high=high, low=high // 4)
-        self.log.info("slave connected")
+        tcp.set_write_buffer_limits(high=self._high_water, low=self._high_water // 4)
+        self.log.info("slave_connected")
         self.write_service.start()
 
     def data_received(self, data: bytes) -> None:
@@ -302,14 +287,7 @@ class HAConnection(asyncio.Protocol):
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
-        was_open = not self.closed
-        self.closed = True
-        self.writable.set()
-        self.write_service.interrupt()
-        if was_open:
-            self.log.info("slave disconnected", error=str(exc) if exc else None,
-                          ack=self.read_service.ack_offset)
-        self.service.on_connection_closed(self)
+        self.close("disconnected", error=str(exc) if exc else None)
 
     def pause_writing(self) -> None:
         self.writable.clear()
@@ -329,27 +307,25 @@ class HAConnection(asyncio.Protocol):
         """Open and the slave has reported at least once: its acknowledgements count."""
         return not self.closed and self.read_service.request_offset >= 0
 
-    def on_request(self, offset: int) -> None:
-        """The slave's first report arrived: start streaming."""
-        self.write_service.begin(offset)
+    # ----------------------------------------------------------------------------------- closing
 
-    def wake(self) -> None:
-        """New commit-log data: let the sender look."""
-        self.write_service.wakeup.set()
-
-    def close(self, reason: str, **fields: Any) -> None:
-        """Drop the connection because of a protocol or liveness violation (logged)."""
-        if not self.closed:
-            self.log.warning("closing slave connection: " + reason, **fields)
-            self.abort()
-
-    def abort(self) -> None:
-        """Close at once, discarding unsent data (it is resent from the slave's offset next time)."""
-        was_open = not self.closed
+    def close(self, reason: str, *, fault: bool = False, **fields: Any) -> None:
+        """End the connection (the one close path, see module docstring): the sender stops, the socket is
+        aborted (unsent data is sent again from the slave's offset next time), the hub forgets it. Only the
+        first call does anything; ``fault`` logs it as a warning (the slave broke a rule or went silent). The log
+        line carries ``ack``, the last valid acknowledgement, next to ``fields``."""
+        if self.closed:
+            return
         self.closed = True
         self.writable.set()
         self.write_service.interrupt()
         if self.transport is not None:
             self.transport.abort()
-        if was_open:
-            self.service.on_connection_closed(self)
+        self._hub.forget(self)
+        report = self.log.warning if fault else self.log.info
+        report("slave_connection_closed", reason=reason, ack=self.read_service.ack_offset, **fields)
+
+    async def shutdown(self) -> None:
+        """Close (if still open) and wait until the sender task is gone."""
+        self.close("shutdown")
+        await self.write_service.stop()

@@ -12,7 +12,7 @@ memory stays proportional to the waiters alive. The number of live waiters is bo
 :meth:`GroupTransferService.has_room` before appending, and a wait registered past the bound comes back
 FLUSH_SLAVE_TIMEOUT at once (the message is stored; its replication was not waited for).
 
-The watermark itself is the :class:`ha.service.HAService`'s business: it only ever passes offsets that
+The watermark itself is the replica hub's (:class:`ha.service.HAService`) business: it only ever passes offsets that
 a live, validated slave connection acknowledged.
 """
 
@@ -23,11 +23,10 @@ import collections
 import heapq
 import itertools
 
-import structlog
-
+from common.logs import get_logger
 from store import PutMessageStatus
 
-log = structlog.get_logger("pocketmq.ha")
+log = get_logger("ha.group_transfer")
 
 _PUT_OK = PutMessageStatus.PUT_OK
 _TIMEOUT = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
@@ -96,7 +95,7 @@ class GroupTransferService:
         self.refused += 1
         if now - self._last_refusal_log >= _REFUSAL_LOG_INTERVAL_S:
             self._last_refusal_log = now
-            log.warning("too many puts waiting for a replica; not waiting", max_waiters=self._max_waiters,
+            log.warning("replica_waits_refused", max_waiters=self._max_waiters,
                         refused_total=self.refused)
 
     def notify_transfer(self, acked: int) -> int:
@@ -136,7 +135,7 @@ class GroupTransferService:
                 expired += 1
         if expired:
             self.timeouts += expired
-            log.warning("no slave acknowledged in time", waiters=expired, timeout_s=self._timeout)
+            log.warning("replica_waits_timed_out", waiters=expired, timeout_s=self._timeout)
         heap = self._heap
         while heap and heap[0][2].settled:
             heapq.heappop(heap)

@@ -1,10 +1,12 @@
 """The master's replication service (RocketMQ's ``HAService``, reference §5.1 and §5.3).
 
-:class:`HAService` owns
+:class:`HAService` is the :class:`ha.ports.ReplicaHub` of the master's slave connections and composes
 
 * :class:`AcceptSocketService` — the HA server socket; each accepted slave becomes a
-  :class:`ha.connection.HAConnection` (at most ``max_connections`` at once);
-* :class:`HousekeepingService` — drops a slave nothing was read from for ``ha_housekeeping_interval``;
+  :class:`ha.connection.HAConnection` (at most ``max_connections`` at once), given this hub and the
+  commit log as a read-only :class:`ha.ports.CommitLogView`;
+* housekeeping — a periodic service that drops a slave nothing was read from for
+  ``ha_housekeeping_interval``;
 * :class:`ha.group_transfer.GroupTransferService` — the SYNC_MASTER waiters.
 
 One commit-log growth listener wakes every connection's sender, so senders sleep until there is data.
@@ -27,26 +29,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
-import structlog
-
-from common.service import Service
+from common.logs import get_logger
+from common.service import periodic
 from ha.config import HAConfig
 from ha.connection import HAConnection
 from ha.group_transfer import GroupTransferService
-from store import MessageStore, PutMessageStatus
+from ha.ports import MasterLog, ReplicaHub
+from store import PutMessageStatus
 
-log = structlog.get_logger("pocketmq.ha")
+log = get_logger("ha.service")
 
 _NOT_AVAILABLE = PutMessageStatus.SLAVE_NOT_AVAILABLE
-_PUT_OK = PutMessageStatus.PUT_OK
 
 
 class AcceptSocketService:
-    """The HA server socket: accepts slaves and hands each to a new :class:`HAConnection`."""
+    """The HA server socket: accepts slaves and hands each to a protocol made by ``new_connection``."""
 
-    def __init__(self, service: HAService, host: str, port: int) -> None:
-        self._service = service
+    def __init__(self, new_connection: Callable[[], asyncio.Protocol], host: str, port: int) -> None:
+        self._new_connection = new_connection
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
@@ -56,8 +58,7 @@ class AcceptSocketService:
     async def start(self) -> None:
         """Bind and listen. Raises OSError when the address is in use."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: HAConnection(self._service), self._host, self._port,
-                                                reuse_address=True)
+        self._server = await loop.create_server(self._new_connection, self._host, self._port, reuse_address=True)
         sockname = self._server.sockets[0].getsockname()
         self.address = (str(sockname[0]), int(sockname[1]))
 
@@ -70,39 +71,19 @@ class AcceptSocketService:
                 await asyncio.wait_for(server.wait_closed(), 1.0)
 
 
-class HousekeepingService(Service):
-    """Drops slaves that have been silent too long (they report at least every heartbeat interval)."""
-
-    name = "ha-housekeeping"
-
-    def __init__(self, service: HAService) -> None:
-        super().__init__()
-        self._service = service
-        self._limit = service.config.ha_housekeeping_interval
-        self._period = min(1.0, self._limit / 4)
-
-    async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(self._period)
-            now = loop.time()
-            for connection in list(self._service.connections):
-                silent = now - connection.read_service.last_read_time
-                if not connection.closed and silent > self._limit:
-                    connection.close("slave silent for too long", silent_s=round(silent, 3))
-
-
-class HAService:
+class HAService(ReplicaHub[HAConnection]):
     """Master side of replication (see module docstring). Start with ``await start()``, stop with
     ``await stop()`` before the store shuts down."""
 
-    def __init__(self, store: MessageStore, config: HAConfig) -> None:
-        self.store = store
+    def __init__(self, commit_log: MasterLog, config: HAConfig) -> None:
+        self._commit_log = commit_log
         self.config = config
-        self._accept = AcceptSocketService(self, config.ha_listen_host, config.ha_listen_port)
-        self._housekeeping = HousekeepingService(self)
+        self._accept = AcceptSocketService(lambda: HAConnection(self, commit_log, config),
+                                           config.ha_listen_host, config.ha_listen_port)
+        limit = config.ha_housekeeping_interval
+        self._housekeeping = periodic("ha-housekeeping", min(1.0, limit / 4), self._drop_silent_slaves)
         self._group_transfer = GroupTransferService(timeout=config.slave_timeout, max_waiters=config.max_waiters)
-        #: connections whose sender task may still run (attached or not)
+        #: open connections (attached or not); a connection leaves it when it closes
         self.connections: set[HAConnection] = set()
         self._best_ack = -1
         self._running = False
@@ -117,13 +98,13 @@ class HAService:
             return
         if not self._listening:
             # The store has no way to remove a listener, so it is added once and checks _running.
-            self.store.add_commitlog_growth_listener(self._on_growth)
+            self._commit_log.add_commitlog_growth_listener(self._on_growth)
             self._listening = True
         await self._accept.start()
         self._housekeeping.start()
         self._running = True
         host, port = self.address
-        self._log.info("HA service started", host=host, port=port, batch=self.config.ha_transfer_batch_size,
+        self._log.info("ha_service_started", host=host, port=port, batch=self.config.ha_transfer_batch_size,
                        slave_timeout_s=self.config.slave_timeout)
 
     async def stop(self) -> None:
@@ -133,16 +114,11 @@ class HAService:
             return
         self._running = False
         await self._accept.stop()
-        connections = list(self.connections)
-        for connection in connections:
-            connection.abort()
-        for connection in connections:
-            await connection.write_service.stop()
-        self.connections.clear()
+        for connection in list(self.connections):
+            await connection.shutdown()
         await self._housekeeping.stop()
-        self._best_ack = -1
         self._group_transfer.release_all()
-        self._log.info("HA service stopped")
+        self._log.info("ha_service_stopped")
 
     @property
     def address(self) -> tuple[str, int]:
@@ -156,35 +132,38 @@ class HAService:
         """The HA port actually bound."""
         return self.address[1]
 
-    # ============================================================================= connections
+    # ==================================================================== the hub (ReplicaHub)
 
     def register(self, connection: HAConnection) -> bool:
         """A slave connected; False (it is then closed) when stopping or over ``max_connections``."""
         if not self._running:
             return False
         if len(self.connections) >= self.config.max_connections:
-            self._log.warning("refusing slave connection: too many", peer=connection.address,
-                              max_connections=self.config.max_connections)
+            self._log.warning("slave_refused", peer=connection.address, max_connections=self.config.max_connections)
             return False
         self.connections.add(connection)
         return True
 
     def forget(self, connection: HAConnection) -> None:
-        """The connection's sender has finished."""
+        """The connection closed: recompute the watermark without it."""
         self.connections.discard(connection)
-        self.on_connection_closed(connection)
-
-    def on_connection_closed(self, connection: HAConnection) -> None:
-        """Recompute the watermark without the closed connection."""
-        del connection
         self._best_ack = max((c.ack_offset for c in self.connections if c.is_attached), default=-1)
 
-    def on_ack(self, connection: HAConnection) -> None:
-        """A connection's validated acknowledgement advanced: maybe release waiters."""
-        ack = connection.ack_offset
-        if ack > self._best_ack:
-            self._best_ack = ack
-            self._group_transfer.notify_transfer(ack)
+    def acknowledged(self, offset: int) -> None:
+        """A connection's validated acknowledgement advanced to ``offset``: maybe release waiters."""
+        if offset > self._best_ack:
+            self._best_ack = offset
+            self._group_transfer.notify_transfer(offset)
+
+    def _drop_silent_slaves(self) -> None:
+        """Housekeeping: close the connections of slaves silent for longer than ``ha_housekeeping_interval``
+        (a live slave reports at least every heartbeat interval)."""
+        now = asyncio.get_running_loop().time()
+        limit = self.config.ha_housekeeping_interval
+        for connection in list(self.connections):
+            silent = now - connection.read_service.last_read_time
+            if silent > limit:
+                connection.close("slave_silent", fault=True, silent_s=round(silent, 3))
 
     def _on_growth(self, max_offset: int) -> None:
         if self._running:
@@ -242,7 +221,7 @@ class HAService:
         far behind it is, and per attached slave (``haSlave0``, ``haSlave1``, ...) its address, acknowledged
         offset, lag in bytes and in milliseconds (time since its acknowledgement last reached the master's
         max offset), plus waiter counters."""
-        max_offset = self.store.max_phy_offset
+        max_offset = self._commit_log.max_phy_offset
         now = asyncio.get_running_loop().time()
         slaves = sorted(self.attached_slaves, key=lambda c: c.address)
         info = {

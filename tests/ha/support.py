@@ -1,5 +1,5 @@
 """Helpers of the replication tests: small stores, a master and slaves in one event loop, comparisons
-of commit-log files and consume queues, and a stand-in for the store method the slave still needs."""
+of commit-log files and consume queues, and a transport that captures what a connection writes."""
 
 from __future__ import annotations
 
@@ -164,3 +164,33 @@ class Cluster:
             await service.stop()
         for store in self.stores:
             await store.shutdown()
+
+
+class FakeTransport(asyncio.Transport):
+    """Captures writes; never sends. With ``protocol`` set, reports itself full after each write."""
+
+    def __init__(self, protocol: asyncio.Protocol | None = None) -> None:
+        super().__init__()
+        self.aborted = False
+        self.writes: list[bytes] = []
+        self.protocol = protocol
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.9", 4242) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def write(self, data: Any) -> None:
+        self.writes.append(bytes(data))
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.writes.append(b"".join(bytes(d) for d in list_of_data))
+        if self.protocol is not None:
+            self.protocol.pause_writing()
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def is_closing(self) -> bool:
+        return self.aborted

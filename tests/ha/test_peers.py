@@ -13,7 +13,7 @@ from ha import HAClient, HAService
 from ha.connection import HAConnection
 from ha.wire import TransferDecoder, encode_offset_report, encode_transfer_header
 from store import MessageStore, PutMessageStatus
-from tests.ha.support import CL_FILE, Cluster, append_messages, commit_log_files
+from tests.ha.support import CL_FILE, Cluster, FakeTransport, append_messages, commit_log_files
 from tests.helpers import eventually
 from tests.store.support import msg
 
@@ -95,42 +95,12 @@ async def test_acknowledgement_going_backwards_is_disconnected(cluster: Cluster)
     assert service.connection_count == 0
 
 
-class _FakeTransport(asyncio.Transport):
-    """Captures writes; never sends. With ``protocol`` set, reports itself full after each write."""
-
-    def __init__(self, protocol: asyncio.Protocol | None = None) -> None:
-        super().__init__()
-        self.aborted = False
-        self.writes: list[bytes] = []
-        self.protocol = protocol
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.9", 4242) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def write(self, data: Any) -> None:
-        self.writes.append(bytes(data))
-
-    def writelines(self, list_of_data: Any) -> None:
-        self.writes.append(b"".join(bytes(d) for d in list_of_data))
-        if self.protocol is not None:
-            self.protocol.pause_writing()
-
-    def abort(self) -> None:
-        self.aborted = True
-
-    def is_closing(self) -> bool:
-        return self.aborted
-
-
 async def test_acknowledging_bytes_never_sent_is_disconnected(cluster: Cluster) -> None:
     master, service = await cluster.start_master()
     append_messages(master, 200)
     last_file = master.max_phy_offset - master.max_phy_offset % CL_FILE
-    connection = HAConnection(service)
-    transport = _FakeTransport()
+    connection = HAConnection(service, master, service.config)
+    transport = FakeTransport()
     connection.connection_made(transport)
     # first report 0: the master will start at its last file and has sent nothing yet
     connection.data_received(encode_offset_report(0))
@@ -149,8 +119,8 @@ async def test_acknowledging_bytes_never_sent_is_disconnected(cluster: Cluster) 
 async def test_slave_whose_next_bytes_are_deleted_is_disconnected(cluster: Cluster) -> None:
     master, service = await cluster.start_master(file_reserved_time_hours=1e-9)
     append_messages(master, 300)
-    connection = HAConnection(service)
-    transport = _FakeTransport(connection)
+    connection = HAConnection(service, master, service.config)
+    transport = FakeTransport(connection)
     connection.connection_made(transport)
     connection.data_received(encode_offset_report(100))  # a slave far behind, in the first file
     await eventually(lambda: len(transport.writes) == 1, message="first transfer sent")
@@ -158,7 +128,7 @@ async def test_slave_whose_next_bytes_are_deleted_is_disconnected(cluster: Clust
     assert master.retention is not None
     master.request_delete_expired_files()
     await master.retention.run_once()
-    assert master.min_phy_offset > connection.write_service.next_transfer_from
+    assert master.min_phy_offset > connection.write_service.sent_offset
     connection.resume_writing()
     await eventually(lambda: transport.aborted, message="connection closed")
     assert len(transport.writes) == 1
