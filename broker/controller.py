@@ -2,21 +2,19 @@
 
 Start-up order matters and is spelled out in :meth:`BrokerController.start`: bind the port first (port 0
 picks one, and the store writes the broker's address into every record), open and recover the store,
-register processors, start serving, then register with every name server. Stop is the reverse, as the
-issue asks: stop accepting, let in-flight sends finish, flush and close the store, unregister.
+register processors, start serving, register with every name server, then start the background services.
+Stop is the reverse, as the issue asks: stop the background services (one call: they are children of one
+:class:`~common.service.Service`), stop accepting, let in-flight sends finish, flush and close the store,
+unregister.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import dataclasses
 import shutil
 import struct
-from collections.abc import Coroutine
-from typing import Any
-
-import structlog
 
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig, BrokerRole
@@ -39,6 +37,8 @@ from broker.schedule import ScheduleMessageService
 from broker.slave_sync import SlaveSynchronize
 from broker.stats import BrokerStats
 from broker.topic_manager import TopicConfigManager
+from common.logs import get_logger
+from common.service import Service, on_demand, periodic
 from ha.client import HAClient
 from ha.service import HAService
 from remoting.client import RemotingClient
@@ -49,7 +49,7 @@ from remoting.metrics import Metrics, MetricsServer
 from remoting.server import RemotingServer, ServerConfig
 from store.message_store import MessageStore
 
-log = structlog.get_logger("broker")
+log = get_logger("broker.controller")
 PREPARED_QUEUES_MAX = 64
 """Queues of a newly created topic whose consume-queue files are made at once (see ``_prepare_queues``)."""
 
@@ -93,10 +93,20 @@ class BrokerController:
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
         self.last_registration: list[RegisterResult] = []
-        self._register_now = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._persist_pending = False
         self._running = False
+        self._topics_to_prepare: collections.deque[str] = collections.deque()
+        #: every background loop of the broker: :meth:`start` starts them, :meth:`stop` stops them in one call
+        self._services = Service(name="broker")
+        # Registration at a fixed rate, as RocketMQ does: a round is due one period after the previous one
+        # *started*, so a name server that answers slowly (or not at all, until the request's timeout) does not
+        # stretch the interval the healthy ones see. A topic change wakes it for a round at once.
+        self._registration = self._services.add_child(periodic(
+            "broker-register", config.register_name_server_period / 1000, self.register_all, fixed_rate=True))
+        self._services.add_child(periodic("broker-stats", 1.0, self.stats.sample, initial_delay=0))
+        self._services.add_child(periodic("broker-persist", config.flush_consumer_offset_interval / 1000,
+                                          lambda: asyncio.to_thread(self._persist_metadata)))
+        self._topic_writer = self._services.add_child(on_demand("broker-persist-topics", self._persist_topics))
+        self._queue_preparer = self._services.add_child(on_demand("broker-prepare-queues", self._prepare_queues))
         # --- metrics ---
         self.metrics: Metrics | None = None
         self.metrics_server: MetricsServer | None = None
@@ -141,17 +151,13 @@ class BrokerController:
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
-            log.info("metrics_listening", port=self.metrics_server.bound_port)
         self._running = True
         await self.register_all()
         if self.slave_sync is not None:
-            self.slave_sync.start()
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._register_loop(), name="broker-register"),
-                       loop.create_task(self._sample_stats(), name="broker-stats"),
-                       loop.create_task(self._persist_loop(), name="broker-persist")]
+            self._services.add_child(self.slave_sync)
         if self.schedule is not None:
-            self.schedule.start()
+            self._services.add_child(self.schedule)
+        self._services.start()
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name)
 
     def _register_processors(self, store: MessageStore) -> None:
@@ -194,16 +200,7 @@ class BrokerController:
         if not self._running:
             return
         self._running = False
-        tasks, self._tasks = list(self._tasks), []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self.schedule is not None:
-            await self.schedule.stop()
-        if self.slave_sync is not None:
-            await self.slave_sync.stop()
+        await self._services.stop()
         await self.server.stop(grace=grace)
         if self.ha_service is not None:
             await self.ha_service.stop()
@@ -235,47 +232,30 @@ class BrokerController:
                     self.ha_client.update_master_address(self.master_ha_addr)
         return results
 
-    async def _register_loop(self) -> None:
-        """Register at a fixed rate, as RocketMQ does: a round is due one period after the previous one
-        *started*, so a name server that answers slowly (or not at all, until the request's timeout) does not
-        stretch the interval the healthy ones see. A topic change triggers a round at once."""
-        period = self.config.register_name_server_period / 1000
-        loop = asyncio.get_running_loop()
-        due = loop.time() + period
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), max(due - loop.time(), 0.0))
-            self._register_now.clear()
-            due = loop.time() + period
-            try:
-                await self.register_all()
-            except Exception:
-                log.exception("registration_failed")
-
     def _topics_changed(self, topic: str | None) -> None:
         """A topic was created, changed or deleted: persist soon and re-register at once."""
-        self._register_now.set()
-        if self._running and not self._persist_pending:
-            self._persist_pending = True
-            self._spawn(self._persist_topics())
+        self._registration.trigger()
+        if self._running:
+            self._topic_writer.trigger()
 
     def _topic_created(self, topic: str) -> None:
         """UPDATE_AND_CREATE_TOPIC on a master: make the queues' consume-queue files in the background."""
         if self._running and self.config.is_master:
-            self._spawn(self._prepare_queues(topic))
+            self._topics_to_prepare.append(topic)
+            self._queue_preparer.trigger()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.append(task)
-        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+    async def _prepare_queues(self) -> None:
+        """For each topic created since the last call, create each queue's consume-queue file now, one after
+        the other in the store's thread, so the first message of each queue does not wait for it: a new file
+        costs a directory fsync, and the first sends of a new 8-queue topic waited 2-28 ms each (the p999 of
+        sequential sends). Only for topics created by an administrator, and at most
+        :data:`PREPARED_QUEUES_MAX` queues of each: auto-created and retry topics (and the queues past that
+        bound) keep creating files on first use, so a topic that never gets a message costs no disk (a
+        consume-queue file is 5.7 MiB by default)."""
+        while self._topics_to_prepare:
+            await self._prepare_topic_queues(self._topics_to_prepare.popleft())
 
-    async def _prepare_queues(self, topic: str) -> None:
-        """Create each queue's consume-queue file now, one after the other in the store's thread, so the
-        first message of each queue does not wait for it: a new file costs a directory fsync, and the first
-        sends of a new 8-queue topic waited 2-28 ms each (the p999 of sequential sends). Only for topics
-        created by an administrator, and at most :data:`PREPARED_QUEUES_MAX` queues of each: auto-created and
-        retry topics (and the queues past that bound) keep creating files on first use, so a topic that never
-        gets a message costs no disk (a consume-queue file is 5.7 MiB by default)."""
+    async def _prepare_topic_queues(self, topic: str) -> None:
         config = self.topics.table.get(topic)
         store = self.store
         if config is None or store is None:
@@ -286,7 +266,6 @@ class BrokerController:
             await store.prepare_queue(topic, queue_id)
 
     async def _persist_topics(self) -> None:
-        self._persist_pending = False
         wrapper = self.topics.wrapper()
         await asyncio.to_thread(save_topics, self.topics_path, wrapper)
 
@@ -330,7 +309,8 @@ class BrokerController:
                                                    self.store.put_message, offsets=self.delay_offsets)
 
     def _persist_metadata(self, force: bool = False) -> None:
-        """Blocking: write the changed config/*.json files (run in a thread every 5 s and at stop)."""
+        """Blocking: write the changed config/*.json files (run in a thread every
+        ``flushConsumerOffsetInterval``, 5 s, and at stop)."""
         if force or self.offsets.dirty:
             self.offsets.dirty = False
             self.offsets.persist()
@@ -340,19 +320,6 @@ class BrokerController:
         if force or self.delay_offsets.dirty:
             self.delay_offsets.dirty = False
             self.delay_offsets.persist()
-
-    async def _persist_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000)
-            try:
-                await asyncio.to_thread(self._persist_metadata)
-            except OSError:
-                log.exception("metadata_persist_failed")
-
-    async def _sample_stats(self) -> None:
-        while True:
-            self.stats.sample()
-            await asyncio.sleep(1.0)
 
     # -- metrics ------------------------------------------------------------------------------------------------
 

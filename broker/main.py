@@ -11,7 +11,7 @@ import sys
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, format_broker_config, load_broker_config
 from broker.controller import BrokerController
 from remoting.config import load_properties
-from remoting.process import run_main
+from remoting.process import add_server_arguments, run_main
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -26,10 +26,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--broker-id", type=int, help="brokerId (0 = master)")
     p.add_argument("--store-dir", help="storePathRootDir")
     p.add_argument("--flush-disk-type", choices=[f.name for f in FlushDiskType], help="flushDiskType")
-    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0 picks one)")
-    p.add_argument("--log-format", choices=("json", "console"), default="console")
-    p.add_argument("--log-level", default="INFO")
-    p.add_argument("--print-config", action="store_true", help="print the effective config and exit")
+    add_server_arguments(p)
     return p.parse_args(argv)
 
 
@@ -51,12 +48,8 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return run_main(
-        "rmq-broker", lambda: build_config(args), lambda config: BrokerController(config),
-        ready_prefix="BROKER", print_config=format_broker_config if args.print_config else None,
-        log_format=args.log_format, log_level=args.log_level,
-    )
+    return run_main("rmq-broker", parse_args(argv), build_config, BrokerController, ready_prefix="BROKER",
+                    format_config=format_broker_config)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import structlog
-
+from common.logs import get_logger
 from remoting import route as rd
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -23,7 +22,7 @@ from remoting.headers import (
     UnregisterBrokerRequestHeader,
 )
 
-log = structlog.get_logger("broker.registration")
+log = get_logger("broker.registration")
 
 
 @dataclass(frozen=True, slots=True)

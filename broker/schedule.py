@@ -9,21 +9,19 @@ the re-put is stored, so a crash re-delivers at most the message in flight and n
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import structlog
-
 from broker.metadata import DelayOffsets
-from common.service import Service
+from common.logs import get_logger
+from common.service import PeriodicService
 from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
 from store.record import SCHEDULE_TOPIC, MessageConst, decode_record, encode_properties, parse_properties
 from store.results import GetMessageStatus, PutMessageResult
 
-log = structlog.get_logger("broker.schedule")
+log = get_logger("broker.schedule")
 
 _SCHEDULE_PROPS = (MessageConst.DELAY, MessageConst.REAL_TOPIC, MessageConst.REAL_QID)
 
@@ -42,23 +40,22 @@ def restore_message(record: Any) -> MessageExtBrokerInner:
     )
 
 
-class ScheduleMessageService(Service):
+class ScheduleMessageService(PeriodicService):
+    """Delivers due delayed messages every ``interval`` seconds, the first round at start."""
+
     name = "schedule-message"
 
     def __init__(self, store: MessageStore, levels: int,
                  put: Callable[[MessageExtBrokerInner], Awaitable[PutMessageResult]], *,
                  offsets: DelayOffsets, interval: float = 0.1) -> None:
-        super().__init__()
+        super().__init__(interval, initial_delay=0)
         self.store = store
         self.levels = levels
         self.put = put
-        self.interval = interval
         self.offsets = offsets
 
-    async def run(self) -> None:
-        while True:
-            await self.deliver_due()
-            await asyncio.sleep(self.interval)
+    async def tick(self) -> None:
+        await self.deliver_due()
 
     async def deliver_due(self, now_ms: int | None = None) -> int:
         """Deliver every message due by ``now_ms``; returns how many were delivered."""

@@ -7,14 +7,12 @@ and the master's older offsets must not overwrite them when it returns (apache/r
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-
-import structlog
 
 from broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
 from broker.topic_manager import TopicConfigManager
-from common.service import Service
+from common.logs import get_logger
+from common.service import PeriodicService
 from remoting import route as rd
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -22,37 +20,35 @@ from remoting.command import RemotingCommand
 from remoting.errors import PocketMQError, error_for_response
 from store.metadata import loads_fastjson
 
-log = structlog.get_logger("broker.slave_sync")
+log = get_logger("broker.slave_sync")
 
 
-class SlaveSynchronize(Service):
+class SlaveSynchronize(PeriodicService):
+    """Every ``interval`` seconds (the first after ``first_delay``), copy the master's metadata when the
+    master is known."""
+
     name = "slave-synchronize"
 
     def __init__(self, *, client: RemotingClient, master_addr: Callable[[], str | None], topics: TopicConfigManager,
                  offsets: ConsumerOffsetManager, groups: SubscriptionGroupManager, delay_offsets: DelayOffsets,
                  interval: float = 10.0, first_delay: float = 3.0, timeout: float = 3.0) -> None:
-        super().__init__()
+        super().__init__(interval, initial_delay=first_delay)
         self.client = client
         self.master_addr = master_addr
         self.topics = topics
         self.offsets = offsets
         self.groups = groups
         self.delay_offsets = delay_offsets
-        self.interval = interval
-        self.first_delay = first_delay
         self.timeout = timeout
         self.synced = 0
 
-    async def run(self) -> None:
-        await asyncio.sleep(self.first_delay)
-        while True:
-            master = self.master_addr()
-            if master:
-                try:
-                    await self.sync_all(master)
-                except PocketMQError as exc:
-                    log.warning("slave_sync_failed", master=master, error=str(exc))
-            await asyncio.sleep(self.interval)
+    async def tick(self) -> None:
+        master = self.master_addr()
+        if master:
+            try:
+                await self.sync_all(master)
+            except PocketMQError as exc:
+                log.warning("slave_sync_failed", master=master, error=str(exc))
 
     async def _fetch(self, master: str, code: int) -> bytes:
         response = await self.client.invoke(master, RemotingCommand.request(code), self.timeout)

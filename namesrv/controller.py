@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
-import structlog
-
+from common.logs import get_logger
+from common.service import periodic
 from namesrv.config import NamesrvConfig
 from namesrv.kvconfig import KVConfigManager
 from namesrv.processor import NamesrvProcessor
@@ -16,7 +15,7 @@ from remoting.connection import Connection
 from remoting.metrics import Metrics, MetricsServer
 from remoting.server import RemotingServer, ServerConfig
 
-log = structlog.get_logger("namesrv")
+log = get_logger("namesrv.controller")
 
 
 class NamesrvController:
@@ -48,7 +47,7 @@ class NamesrvController:
         for code, handler in handlers.items():
             self.server.register(code, handler)
         self.server.on_connection_closed(self._on_connection_closed)
-        self._scan_task: asyncio.Task[None] | None = None
+        self._scan = periodic("namesrv-scan", config.scan_not_active_broker_interval / 1000, self.scan_once)
 
     @property
     def addr(self) -> str:
@@ -60,27 +59,16 @@ class NamesrvController:
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
-            log.info("metrics_listening", port=self.metrics_server.bound_port)
-        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
+        self._scan.start()
 
     async def stop(self) -> None:
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
-            self._scan_task = None
+        await self._scan.stop()
         await self.server.stop(grace=2.0)
         if self.metrics_server is not None:
             await self.metrics_server.stop()
 
     def _on_connection_closed(self, conn: Connection) -> None:
         self.routes.on_channel_destroy(conn)
-
-    async def _scan_loop(self) -> None:
-        interval = self.config.scan_not_active_broker_interval / 1000
-        while True:
-            await asyncio.sleep(interval)
-            self.scan_once()
 
     def scan_once(self) -> None:
         """Drop brokers silent for longer than the expiry and close their connections."""

@@ -12,7 +12,7 @@ import sys
 from namesrv.config import NamesrvConfig
 from namesrv.controller import NamesrvController
 from remoting.config import format_config, load_config, load_properties
-from remoting.process import run_main
+from remoting.process import add_server_arguments, run_main
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -21,10 +21,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, help="port to bind; 0 picks a free one (default 9876)")
     p.add_argument("-c", "--config", metavar="FILE", help="RocketMQ-style .properties file")
     p.add_argument("--kv-config-path", metavar="FILE", help="where KV config is persisted")
-    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0 picks one)")
-    p.add_argument("--log-format", choices=("json", "console"), default="console")
-    p.add_argument("--log-level", default="INFO")
-    p.add_argument("--print-config", action="store_true", help="print the effective config and exit")
+    add_server_arguments(p)
     return p.parse_args(argv)
 
 
@@ -37,12 +34,8 @@ def build_config(args: argparse.Namespace) -> NamesrvConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return run_main(
-        "rmq-namesrv", lambda: build_config(args), lambda config: NamesrvController(config),
-        ready_prefix="NAMESRV", print_config=format_config if args.print_config else None,
-        log_format=args.log_format, log_level=args.log_level,
-    )
+    return run_main("rmq-namesrv", parse_args(argv), build_config, NamesrvController, ready_prefix="NAMESRV",
+                    format_config=format_config)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-import structlog
-
+from common.logs import get_logger
 from namesrv.kvconfig import KVConfigManager
 from namesrv.routeinfo import RouteInfoManager
 from remoting import route as rd
@@ -32,7 +31,7 @@ from remoting.headers import (
     UnregisterBrokerRequestHeader,
 )
 
-log = structlog.get_logger("namesrv")
+log = get_logger("namesrv.processor")
 
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 #: Clients at or above RocketMQ 4.9.4's version ordinal get standard JSON (quoted integer keys).

@@ -13,14 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import structlog
-
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
 from remoting.errors import RemotingConnectError
 from remoting.frame import DEFAULT_MAX_FRAME_LENGTH
-
-log = structlog.get_logger("remoting.client")
 
 
 def split_addr(addr: str) -> tuple[str, int]:

@@ -34,8 +34,7 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
 
-import structlog
-
+from common.logs import get_logger
 from remoting.codes import FLAG_RESPONSE, ResponseCode, SerializeType
 from remoting.command import Body, RemotingCommand
 from remoting.errors import (
@@ -48,7 +47,7 @@ from remoting.errors import (
 )
 from remoting.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode_prefix_and_header
 
-log = structlog.get_logger("remoting")
+log = get_logger("remoting.connection")
 
 HandlerResult: TypeAlias = RemotingCommand | Awaitable[RemotingCommand | None] | None
 Handler: TypeAlias = Callable[[RemotingCommand, "Connection"], HandlerResult]

@@ -20,10 +20,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from common.logs import get_logger
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler, HandlerResult
 
 __all__ = ["GaugeSource", "Metrics", "MetricsServer"]
+
+log = get_logger("remoting.metrics")
 
 #: Request latency buckets (seconds): sends answer in ~100 µs, SYNC_MASTER waits up to slaveTimeout (3 s),
 #: long-polling pulls are held up to 15-30 s.
@@ -139,7 +142,9 @@ class MetricsServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
+        """Listen; logs ``metrics_listening`` with the bound port (tools read it when they asked for port 0)."""
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        log.info("metrics_listening", process=self.metrics.process, port=self.bound_port)
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -1,12 +1,14 @@
 """Running one PocketMQ server process: start, announce readiness, stop cleanly on SIGTERM/SIGINT.
 
-Shared by ``rmq-namesrv`` and ``rmq-broker``. The readiness line (``<PREFIX> READY host:port`` on stderr)
-is printed once the process serves requests, so scripts and tests can start it with port 0 and read the
+Shared by ``rmq-namesrv`` and ``rmq-broker``: the flags every server takes (:func:`add_server_arguments`)
+and the run itself (:func:`run_main`). The readiness line (``<PREFIX> READY host:port`` on stderr) is
+printed once the process serves requests, so scripts and tests can start it with port 0 and read the
 address it bound.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import signal
@@ -54,18 +56,28 @@ async def serve(controller: Controller, ready_prefix: str) -> None:
     await controller.stop()
 
 
-def run_main(prog: str, build: Callable[[], ConfigT], make: Callable[[ConfigT], Controller], *, ready_prefix: str,
-             print_config: Callable[[ConfigT], str] | None, log_format: LogFormat, log_level: str) -> int:
-    """Build the config (exit 2 with a clear message when it is invalid), print it and exit when
-    ``print_config`` is given, else serve until signalled."""
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the flags every server process takes after its own: metrics, logging, ``--print-config``."""
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0 picks one)")
+    parser.add_argument("--log-format", choices=("json", "console"), default="console")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--print-config", action="store_true", help="print the effective config and exit")
+
+
+def run_main(prog: str, args: argparse.Namespace, build: Callable[[argparse.Namespace], ConfigT],
+             make: Callable[[ConfigT], Controller], *, ready_prefix: str,
+             format_config: Callable[[ConfigT], str]) -> int:
+    """Build the config from ``args`` (parsed with :func:`add_server_arguments`'s flags; exit 2 with a clear
+    message when it is invalid), print it and exit for ``--print-config``, else serve until signalled."""
     try:
-        config = build()
+        config = build(args)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    if print_config is not None:
-        sys.stdout.write(print_config(config))
+    if args.print_config:
+        sys.stdout.write(format_config(config))
         return 0
-    configure_logging(log_format, log_level)
+    log_format: LogFormat = args.log_format
+    configure_logging(log_format, args.log_level)
     uvloop.run(serve(make(config), ready_prefix))
     return 0

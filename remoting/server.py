@@ -11,16 +11,15 @@ stop accepting, let in-flight requests finish within a grace period, then close.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
-
+from common.logs import get_logger
+from common.service import periodic
 from remoting.connection import Connection, Handler
 from remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 
-log = structlog.get_logger("remoting.server")
+log = get_logger("remoting.server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +43,8 @@ class RemotingServer:
         self._close_callbacks: list[Callable[[Connection], None]] = []
         self._connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
-        self._scan_task: asyncio.Task[None] | None = None
+        self._idle_scan = periodic(f"{name}-idle-scan", min(10.0, max(config.idle_timeout / 4, 0.05)),
+                                   self._close_idle)
         self._address: tuple[str, int] | None = None
 
     # -- configuration --------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ class RemotingServer:
         sock = self._server.sockets[0]
         host, port = sock.getsockname()[:2]
         self._address = (host, port)
-        self._scan_task = loop.create_task(self._scan_idle(), name=f"{self.name}-idle-scan")
+        self._idle_scan.start()
         log.info("server_listening", server=self.name, addr=self.addr)
 
     async def start_serving(self) -> None:
@@ -99,10 +99,7 @@ class RemotingServer:
         if self._server is None:
             return
         self._server.close()
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
+        await self._idle_scan.stop()
         conns = list(self._connections)
         for conn in conns:
             conn.release_parked()
@@ -140,14 +137,10 @@ class RemotingServer:
             except Exception:
                 log.exception("close_callback_failed", server=self.name, peer=conn.remote_addr)
 
-    async def _scan_idle(self) -> None:
-        idle = self.config.idle_timeout
-        interval = min(10.0, max(idle / 4, 0.05))
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(interval)
-            deadline = loop.time() - idle
-            for conn in list(self._connections):
-                if conn.last_activity < deadline:
-                    log.info("idle_connection_closed", server=self.name, peer=conn.remote_addr)
-                    conn.close()
+    def _close_idle(self) -> None:
+        """Close the connections silent for longer than ``idle_timeout`` (every quarter of it, at most 10 s)."""
+        deadline = asyncio.get_running_loop().time() - self.config.idle_timeout
+        for conn in list(self._connections):
+            if conn.last_activity < deadline:
+                log.info("idle_connection_closed", server=self.name, peer=conn.remote_addr)
+                conn.close()

@@ -13,6 +13,8 @@
 * :class:`FlushConsumeQueueService` — every second flush consume queues with at least 2 dirty pages
   (all every 60 s) and rewrite the checkpoint with exact offsets (see :mod:`store.checkpoint`).
 
+The two periodic flushes share one loop, :class:`PagedFlushService` (least pages, thorough interval).
+
 All flushing is ``fdatasync`` run in a dedicated thread (see :mod:`store.mapped_file` for why not msync).
 """
 
@@ -23,9 +25,8 @@ import collections
 import concurrent.futures
 from collections.abc import Callable, Iterable
 
-import structlog
-
-from common.service import Service
+from common.logs import get_logger
+from common.service import PeriodicService, Service
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.config import OS_PAGE_SIZE
@@ -33,7 +34,7 @@ from store.consume_queue import CQ_UNIT, UNIT_SIZE, ConsumeQueue
 from store.mapped_file import MappedFile, MappedFileQueue, run_flush_plan
 from store.results import PutMessageStatus
 
-log = structlog.get_logger("pocketmq.store")
+log = get_logger("store.flush")
 
 _PUT_OK = PutMessageStatus.PUT_OK
 _TIMEOUT = PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -59,32 +60,49 @@ async def flush_commit_log(commit_log: CommitLog, executor: concurrent.futures.E
     return queue.flushed_where
 
 
-class FlushRealTimeService(Service):
+class PagedFlushService(PeriodicService):
+    """The periodic flush shared by the commit log and the consume queues: every ``interval_ms`` flush what
+    has at least ``least_pages`` dirty pages, and everything once ``thorough_ms`` have passed since the last
+    thorough flush (RocketMQ's ``flush...LeastPages`` / ``flush...ThoroughInterval``)."""
+
+    def __init__(self, *, interval_ms: int, least_pages: int, thorough_ms: int) -> None:
+        super().__init__(interval_ms / 1000)
+        self._least_pages = least_pages
+        self._thorough = thorough_ms / 1000
+        self._last_thorough = 0.0
+
+    def start(self) -> None:
+        self._last_thorough = asyncio.get_running_loop().time()
+        super().start()
+
+    async def tick(self) -> None:
+        now = asyncio.get_running_loop().time()
+        least = self._least_pages
+        if now - self._last_thorough >= self._thorough:
+            least, self._last_thorough = 0, now
+        await self.flush(least)
+
+    async def flush(self, least_pages: int) -> None:
+        """Flush what has at least ``least_pages`` dirty pages (everything dirty for 0)."""
+        raise NotImplementedError
+
+
+class FlushRealTimeService(PagedFlushService):
     """ASYNC_FLUSH of the commit log."""
 
     name = "flush-commitlog"
 
     def __init__(self, commit_log: CommitLog, executor: concurrent.futures.Executor,
                  checkpoint: StoreCheckpoint, *, interval_ms: int, least_pages: int, thorough_ms: int) -> None:
-        super().__init__()
+        super().__init__(interval_ms=interval_ms, least_pages=least_pages, thorough_ms=thorough_ms)
         self._commit_log = commit_log
         self._executor = executor
         self._checkpoint = checkpoint
-        self._interval = interval_ms / 1000
-        self._least_pages = least_pages
-        self._thorough = thorough_ms / 1000
 
-    async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        last_thorough = loop.time()
-        while True:
-            await asyncio.sleep(self._interval)
-            least = self._least_pages
-            if loop.time() - last_thorough >= self._thorough:
-                least, last_thorough = 0, loop.time()
-            pages = _dirty_pages(self._commit_log.queue)
-            if self._commit_log.queue.dirty_bytes() > 0 and pages >= least:
-                await flush_commit_log(self._commit_log, self._executor, self._checkpoint)
+    async def flush(self, least_pages: int) -> None:
+        queue = self._commit_log.queue
+        if queue.dirty_bytes() > 0 and _dirty_pages(queue) >= least_pages:
+            await flush_commit_log(self._commit_log, self._executor, self._checkpoint)
 
 
 class GroupCommitService(Service):
@@ -141,7 +159,7 @@ class GroupCommitService(Service):
                 future.set_result(_TIMEOUT)
             expired += 1
         if expired:
-            log.warning("sync flush timed out", waiters=expired, flushed=self._commit_log.flushed_offset)
+            log.warning("sync_flush_timed_out", waiters=expired, flushed=self._commit_log.flushed_offset)
         if waiters:
             self._timer = loop.call_at(waiters[0][1], self._expire)
 
@@ -160,7 +178,7 @@ class GroupCommitService(Service):
                 try:
                     flushed = await flush_commit_log(self._commit_log, self._executor, self._checkpoint)
                 except OSError as exc:
-                    log.error("commit log flush failed", error=str(exc))
+                    log.error("commit_log_flush_failed", error=str(exc))
                     await asyncio.sleep(_RETRY_DELAY_S)
                     continue
                 self._release(flushed)
@@ -184,7 +202,7 @@ def _flush_queues_and_checkpoint(plans: list[list[tuple[MappedFile, int]]], chec
     checkpoint.write(path)
 
 
-class FlushConsumeQueueService(Service):
+class FlushConsumeQueueService(PagedFlushService):
     """Periodic consume-queue flush and checkpoint (see module docstring)."""
 
     name = "flush-consumequeue"
@@ -192,25 +210,12 @@ class FlushConsumeQueueService(Service):
     def __init__(self, consume_queues: Callable[[], Iterable[ConsumeQueue]], commit_log: CommitLog,
                  executor: concurrent.futures.Executor, checkpoint: StoreCheckpoint, checkpoint_path: str,
                  *, interval_ms: int, least_pages: int, thorough_ms: int) -> None:
-        super().__init__()
+        super().__init__(interval_ms=interval_ms, least_pages=least_pages, thorough_ms=thorough_ms)
         self._consume_queues = consume_queues
         self._commit_log = commit_log
         self._executor = executor
         self._checkpoint = checkpoint
         self._checkpoint_path = checkpoint_path
-        self._interval = interval_ms / 1000
-        self._least_pages = least_pages
-        self._thorough = thorough_ms / 1000
-
-    async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        last_thorough = loop.time()
-        while True:
-            await asyncio.sleep(self._interval)
-            least = self._least_pages
-            if loop.time() - last_thorough >= self._thorough:
-                least, last_thorough = 0, loop.time()
-            await self.flush(least)
 
     async def flush(self, least_pages: int) -> None:
         """Flush the queues with at least ``least_pages`` dirty pages (all dirty ones for 0), then write

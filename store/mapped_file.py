@@ -32,11 +32,10 @@ import os
 import sys
 from collections.abc import Iterator
 
-import structlog
-
+from common.logs import get_logger
 from store.errors import StoreError
 
-log = structlog.get_logger("pocketmq.store")
+log = get_logger("store.mapped_file")
 
 FILE_NAME_DIGITS = 20
 _CHUNK = 1 << 20
@@ -130,7 +129,7 @@ class MappedFile:
             if actual < file_size:
                 # Cut short (by hand, or by a filesystem that lost the end): the missing part reads as
                 # zeros, which recovery treats as the end of the data.
-                log.warning("mapped file shorter than expected, extending with zeros", path=path,
+                log.warning("mapped_file_short_extended", path=path,
                             size=actual, expected=file_size)
                 os.ftruncate(fd, file_size)
             mm = mmap.mmap(fd, file_size)
@@ -309,7 +308,7 @@ def _allocate(path: str, file_size: int, warm: bool, created: concurrent.futures
         mapped = _create_or_open(path, file_size)
     except BaseException as exc:
         created.set_exception(exc)
-        log.error("mapped file creation failed", path=path, error=str(exc))
+        log.error("mapped_file_creation_failed", path=path, error=str(exc))
         return
     created.set_result(mapped)
     if warm:
@@ -351,7 +350,7 @@ class MappedFileQueue:
             mapped = MappedFile.open_existing(os.path.join(self.store_dir, name), self.mapped_file_size)
             mapped.wrote_position = mapped.flushed_position = self.mapped_file_size
             if self.files and self.files[-1].file_end_offset != mapped.file_from_offset:
-                log.warning("gap between mapped files", dir=self.store_dir, file=name)
+                log.warning("mapped_file_gap", dir=self.store_dir, file=name)
             self.files.append(mapped)
 
     # ------------------------------------------------------------------------------------ accessors

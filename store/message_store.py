@@ -37,8 +37,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 
-import structlog
-
+from common.logs import get_logger
 from common.service import Service
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
@@ -69,7 +68,7 @@ from store.results import (
 )
 from store.retention import RetentionService
 
-log = structlog.get_logger("pocketmq.store")
+log = get_logger("store.message_store")
 
 #: (topic, queue id, queue max offset after the new message, tag code, store timestamp)
 ArrivalListener = Callable[[str, int, int, int, int], None]
@@ -137,7 +136,8 @@ class MessageStore:
         self._growth_listeners: list[GrowthListener] = []
         self._reput_offset = 0
         self._group_commit: GroupCommitService | None = None
-        self._services: list[Service] = []
+        #: the flush and retention services, stopped with one call at shutdown
+        self._services = Service(name="store")
         self._cq_flush: FlushConsumeQueueService | None = None
         self.retention: RetentionService | None = None
         #: what the last start-up recovery did (for logs and tests)
@@ -158,26 +158,23 @@ class MessageStore:
             raise
         cfg = self.config
         if self._sync_flush:
-            self._group_commit = GroupCommitService(
+            self._group_commit = self._services.add_child(GroupCommitService(
                 self.commit_log, self._flush_executor, self.checkpoint, timeout_ms=cfg.sync_flush_timeout_ms,
-                max_waiters=cfg.max_sync_flush_waiters)
-            self._services.append(self._group_commit)
+                max_waiters=cfg.max_sync_flush_waiters))
         else:
-            self._services.append(FlushRealTimeService(
+            self._services.add_child(FlushRealTimeService(
                 self.commit_log, self._flush_executor, self.checkpoint, interval_ms=cfg.flush_interval_commit_log_ms,
                 least_pages=cfg.flush_commit_log_least_pages, thorough_ms=cfg.flush_commit_log_thorough_interval_ms))
-        self._cq_flush = FlushConsumeQueueService(
+        self._cq_flush = self._services.add_child(FlushConsumeQueueService(
             self._all_consume_queues, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
             interval_ms=cfg.flush_interval_consume_queue_ms, least_pages=cfg.flush_consume_queue_least_pages,
-            thorough_ms=cfg.flush_consume_queue_thorough_interval_ms)
-        self.retention = RetentionService(cfg, self.commit_log, self._all_consume_queues, self._io_executor,
-                                          on_disk_full=self._on_disk_full)
-        self._services += [self._cq_flush, self.retention]
-        for service in self._services:
-            service.start()
+            thorough_ms=cfg.flush_consume_queue_thorough_interval_ms))
+        self.retention = self._services.add_child(RetentionService(
+            cfg, self.commit_log, self._all_consume_queues, self._io_executor, on_disk_full=self._on_disk_full))
+        self._services.start()
         self._state = _State.RUNNING
         self._update_writable()
-        self._log.info("message store started", flush=cfg.flush_disk_type.value, role=cfg.broker_role.value,
+        self._log.info("store_started", flush=cfg.flush_disk_type.value, role=cfg.broker_role.value,
                        min_offset=self.min_phy_offset, max_offset=self.max_phy_offset,
                        queues=sum(len(q) for q in self._cq_table.values()))
 
@@ -189,12 +186,11 @@ class MessageStore:
         self._state = _State.STOPPED
         self._update_writable()
         loop = asyncio.get_running_loop()
-        for service in self._services:
-            await service.stop()
+        await self._services.stop()
         try:
             await flush_commit_log(self.commit_log, self._flush_executor, self.checkpoint)
         except OSError as exc:
-            self._log.error("final commit-log flush failed", error=str(exc))
+            self._log.error("final_commit_log_flush_failed", error=str(exc))
         if self._group_commit is not None:
             self._group_commit.release_all()
         clean = True
@@ -203,11 +199,11 @@ class MessageStore:
                 await self._cq_flush.flush(0)
         except OSError as exc:
             clean = False
-            self._log.error("final consume-queue flush failed", error=str(exc))
+            self._log.error("final_consume_queue_flush_failed", error=str(exc))
         await loop.run_in_executor(self._io_executor, self._close_files, clean)
         for executor in (self._flush_executor, self._io_executor, self._alloc_executor, self._cq_alloc_executor):
             executor.shutdown(wait=False, cancel_futures=True)
-        self._log.info("message store shut down", max_offset=self.commit_log.max_offset)
+        self._log.info("store_shut_down", max_offset=self.commit_log.max_offset)
 
     def _open_and_recover(self) -> None:
         """Blocking part of start(): lock, load, plan and apply recovery, prepare the first file."""
@@ -578,11 +574,11 @@ class MessageStore:
             return False
         try:
             if not self.commit_log.append_raw(offset, data):
-                self._log.warning("replicated data at the wrong offset", offset=offset,
+                self._log.warning("replicated_data_misplaced", offset=offset,
                                   max_offset=self.commit_log.max_offset)
                 return False
         except OSError as exc:
-            self._log.error("commit-log file creation failed", error=str(exc))
+            self._log.error("commit_log_file_creation_failed", error=str(exc))
             return False
         return self.dispatch_replicated() if dispatch else True
 
@@ -616,13 +612,13 @@ class MessageStore:
             queue.roll(offset)
         except OSError as exc:
             queue.files = removed
-            self._log.error("commit-log file creation failed", error=str(exc))
+            self._log.error("commit_log_file_creation_failed", error=str(exc))
             return False
         self._discard_later(removed)
         self._reput_offset = offset
         for cq in self._all_consume_queues():
             cq.correct_min_offset(offset)
-        self._log.warning("commit log reset", offset=offset, dropped_files=len(removed))
+        self._log.warning("commit_log_reset", offset=offset, dropped_files=len(removed))
         if self._growth_listeners:
             self._notify_growth(offset)
         return True
@@ -640,7 +636,7 @@ class MessageStore:
                        request.store_timestamp)
         self._reput_offset = scanner.end_offset
         if scanner.error is not None:
-            self._log.error("replicated data is not a valid commit log; cutting it",
+            self._log.error("replicated_data_invalid_tail_cut",
                             offset=scanner.end_offset, reason=scanner.error.reason)
             self._discard_later(self.commit_log.truncate_written_tail(scanner.end_offset))
             return False
@@ -683,14 +679,14 @@ class MessageStore:
             try:
                 listener(topic, queue_id, max_offset, tags, stamp)
             except Exception:
-                self._log.exception("arrival listener failed")
+                self._log.exception("arrival_listener_failed")
 
     def _notify_growth(self, max_offset: int) -> None:
         for listener in self._growth_listeners:
             try:
                 listener(max_offset)
             except Exception:
-                self._log.exception("commit-log growth listener failed")
+                self._log.exception("growth_listener_failed")
 
     # ======================================================================================= reads
 
@@ -862,7 +858,7 @@ class MessageStore:
         unclosed = await asyncio.get_running_loop().run_in_executor(self._io_executor, remove)
         if self.retention is not None:
             self.retention.keep_unclosed(unclosed)
-        self._log.info("topic deleted from the store", topic=topic, queues=len(queues))
+        self._log.info("topic_deleted", topic=topic, queues=len(queues))
         return True
 
     def request_delete_expired_files(self) -> None:

@@ -26,15 +26,14 @@ import os
 import time
 from collections.abc import Callable, Iterable
 
-import structlog
-
-from common.service import Service
+from common.logs import get_logger
+from common.service import PeriodicService
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.mapped_file import MappedFile
 
-log = structlog.get_logger("pocketmq.store")
+log = get_logger("store.retention")
 
 
 def disk_usage_ratio(path: str) -> float:
@@ -51,7 +50,7 @@ def _destroy(files: list[MappedFile]) -> list[MappedFile]:
     return [m for m in files if not m.destroy()]
 
 
-class RetentionService(Service):
+class RetentionService(PeriodicService):
     """Periodic deletion of expired files (see module docstring)."""
 
     name = "retention"
@@ -60,7 +59,7 @@ class RetentionService(Service):
                  consume_queues: Callable[[], Iterable[ConsumeQueue]], executor: concurrent.futures.Executor,
                  *, clock: Callable[[], float] = time.time,
                  on_disk_full: Callable[[bool], None] | None = None) -> None:
-        super().__init__()
+        super().__init__(config.clean_resource_interval_ms / 1000)
         self._config = config
         self._commit_log = commit_log
         self._consume_queues = consume_queues
@@ -97,10 +96,8 @@ class RetentionService(Service):
         executeDeleteFilesManually, which allows 20 runs)."""
         self._manual_requests = 20
 
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self._config.clean_resource_interval_ms / 1000)
-            await self.run_once()
+    async def tick(self) -> None:
+        await self.run_once()
 
     async def run_once(self) -> int:
         """One decision and deletion round; returns the number of commit-log files deleted."""
@@ -124,8 +121,8 @@ class RetentionService(Service):
 
     def _set_disk_full(self, full: bool) -> None:
         if full != self.disk_full:
-            log.warning("disk space " + ("above the warning level, refusing puts" if full else "recovered"),
-                        ratio=self._config.disk_space_warning_level_ratio)
+            log.warning("disk_full" if full else "disk_space_recovered",
+                        ratio=self._config.disk_space_warning_level_ratio, refusing_puts=full)
             if self._on_disk_full is not None:
                 self._on_disk_full(full)
         self.disk_full = full
@@ -149,7 +146,7 @@ class RetentionService(Service):
                                  if a is not b), len(candidates)))
         removed = queue.remove_head(count)
         if removed:
-            log.info("deleting commit-log files", count=len(removed), first=removed[0].path,
+            log.info("commit_log_files_deleted", count=len(removed), first=removed[0].path,
                      min_offset=queue.min_offset, forced=forced)
             self._unclosed += await loop.run_in_executor(self._executor, _destroy, removed)
         return len(removed)
@@ -160,5 +157,5 @@ class RetentionService(Service):
         for cq in self._consume_queues():
             removed += cq.delete_expired(min_offset)
         if removed:
-            log.info("deleting consume-queue files", count=len(removed))
+            log.info("consume_queue_files_deleted", count=len(removed))
             self._unclosed += await asyncio.get_running_loop().run_in_executor(self._executor, _destroy, removed)

@@ -249,6 +249,26 @@ async def test_restart_keeps_topics_and_messages(tmp_path: Path, namesrv: Namesr
         await b2.stop()
 
 
+async def test_topic_change_registers_at_once_and_stop_ends_every_task_the_broker_started(
+        tmp_path: Path, namesrv: NamesrvController) -> None:
+    before = asyncio.all_tasks()
+    b = await start_broker(tmp_path, "broker-t", namesrv.addr)  # registers every 30 s
+    client = RemotingClient()
+    try:
+        header = CreateTopicRequestHeader("Fresh", "TBW102", 2, 2, 6, "SINGLE_TAG").to_fields()
+        resp = await client.invoke(b.addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))
+        assert resp.code == ResponseCode.SUCCESS
+        await eventually(lambda: namesrv.routes.pickup_topic_route_data("Fresh") is not None, timeout=5,
+                         message="re-registered at once on a topic change")
+        topics_file = Path(b.topics_path)
+        await eventually(lambda: topics_file.exists() and "Fresh" in topics_file.read_text(), timeout=5,
+                         message="topics persisted after the change")
+    finally:
+        await client.close()
+        await b.stop()
+    assert asyncio.all_tasks() - before <= {asyncio.current_task()}
+
+
 async def test_requests_received_before_the_peer_leaves_still_take_effect(broker: BrokerController) -> None:
     """Oneway sends to fresh queues (each needs a consume-queue file made in a thread first), written and the
     socket closed at once: the broker still stores every one, as RocketMQ does; only answers are dropped."""

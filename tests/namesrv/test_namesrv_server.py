@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -155,6 +156,7 @@ async def test_unregister_removes_addresses_then_groups(namesrv: NamesrvControll
 
 
 async def test_silent_broker_expires(tmp_path: Path) -> None:
+    before = asyncio.all_tasks()
     ns = NamesrvController(ns_config(tmp_path, scan_not_active_broker_interval=50,
                                      broker_channel_expired_time=300))
     await ns.start()
@@ -170,6 +172,7 @@ async def test_silent_broker_expires(tmp_path: Path) -> None:
     finally:
         await broker.close()
         await ns.stop()
+    assert asyncio.all_tasks() - before <= {asyncio.current_task()}  # the scan and idle-scan services ended
 
 
 async def test_connection_drop_removes_broker_at_once(namesrv: NamesrvController) -> None:

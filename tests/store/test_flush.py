@@ -4,6 +4,7 @@ is bounded), ASYNC_FLUSH in the background, and the checkpoint; flushes never ru
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ import store.flush
 import store.mapped_file
 from store import FlushDiskType, MessageStore, PutMessageStatus
 from store.checkpoint import StoreCheckpoint
+from store.flush import PagedFlushService
 from store.mapped_file import MappedFile
 from tests.helpers import eventually
 from tests.store.support import msg, small_config
@@ -140,6 +142,26 @@ async def test_async_flush_and_checkpoint_catch_up(tmp_path: Path, spy: FlushSpy
         assert threading.get_ident() not in spy.threads
     finally:
         await s.shutdown()
+
+
+async def test_periodic_flush_asks_for_least_pages_and_for_everything_each_thorough_interval() -> None:
+    class Probe(PagedFlushService):
+        def __init__(self) -> None:
+            super().__init__(interval_ms=10, least_pages=4, thorough_ms=80)
+            self.asked: list[tuple[float, int]] = []
+
+        async def flush(self, least_pages: int) -> None:
+            self.asked.append((asyncio.get_running_loop().time(), least_pages))
+
+    probe = Probe()
+    started = asyncio.get_running_loop().time()
+    probe.start()
+    await eventually(lambda: sum(least == 0 for _t, least in probe.asked) >= 2, timeout=5)
+    await probe.stop()
+    assert probe.asked[0][0] - started >= 0.009 and probe.asked[0][1] == 4  # one interval first
+    assert {least for _t, least in probe.asked} == {0, 4}
+    thorough = [started] + [t for t, least in probe.asked if least == 0]
+    assert all(b - a >= 0.079 for a, b in itertools.pairwise(thorough))
 
 
 def test_checkpoint_layout_and_fallbacks(tmp_path: Path) -> None:

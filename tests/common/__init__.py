@@ -1,0 +1,1 @@
+"""Tests of the model's ground floor (``common`` package)."""
