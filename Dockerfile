@@ -6,6 +6,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_
 WORKDIR /opt/pocketmq
 
 COPY pyproject.toml README.md ./
+COPY common ./common
 COPY remoting ./remoting
 COPY store ./store
 COPY namesrv ./namesrv
