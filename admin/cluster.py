@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from admin.api import AdminClient, AdminError
-from remoting.config import load_properties
+from common.config import load_properties
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF_DIR = ROOT / "conf"

@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from common.config import ConfigError, load_properties
 from common.files import fsync_directory, write_atomically
-from remoting.config import ConfigError, load_properties
 from spark_jobs.manifest import (
     COMMITLOG_DIR,
     MANIFEST_NAME,

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.config import ConfigError, config_key, format_config, load_config
 from ha.config import PROPERTY_NAMES as HA_PROPERTY_NAMES
 from ha.config import HAConfig
-from remoting.config import ConfigError, config_key, format_config, load_config
 from store.config import PROPERTY_NAMES, BrokerRole, FlushDiskType, StoreConfig
 
 __all__ = ["BrokerConfig", "BrokerRole", "FlushDiskType", "format_broker_config", "load_broker_config"]

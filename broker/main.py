@@ -10,7 +10,7 @@ import sys
 
 from broker.config import BrokerConfig, BrokerRole, FlushDiskType, format_broker_config, load_broker_config
 from broker.controller import BrokerController
-from remoting.config import load_properties
+from common.config import load_properties
 from remoting.process import add_server_arguments, run_main
 
 

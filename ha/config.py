@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.config import from_named_properties
 from ha.wire import DEFAULT_READ_BUFFER_SIZE, TRANSFER_HEADER_SIZE
 
 
@@ -72,19 +73,9 @@ class HAConfig:
         """Build from RocketMQ property names (:data:`PROPERTY_NAMES`; other keys are ignored here, the
         broker decides what an unknown key means). Millisecond properties become seconds. ``overrides``
         use field names and win."""
-        kwargs: dict[str, Any] = {}
-        for key, value in properties.items():
-            spec = PROPERTY_NAMES.get(key)
-            if spec is None:
-                continue
-            name, kind = spec
-            text = value.strip()
-            try:
-                kwargs[name] = text if kind == "str" else int(text) if kind == "int" else int(text) / 1000
-            except ValueError:
-                raise ValueError(f"bad value {value!r} for {key}") from None
-        kwargs.update(overrides)
-        return cls(**kwargs)
+        names = {key: name for key, (name, _kind) in PROPERTY_NAMES.items()}
+        millis = frozenset(name for name, kind in PROPERTY_NAMES.values() if kind == "ms")
+        return from_named_properties(cls, properties, names, overrides, millis_to_seconds=millis)
 
     def replace(self, **changes: Any) -> HAConfig:
         """A copy with some fields changed."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from common.config import format_config, load_config, load_properties
 from namesrv.config import NamesrvConfig
 from namesrv.controller import NamesrvController
-from remoting.config import format_config, load_config, load_properties
 from remoting.process import add_server_arguments, run_main
 
 

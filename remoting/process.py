@@ -18,8 +18,8 @@ from typing import Protocol, TypeVar
 
 import uvloop
 
+from common.config import ConfigError
 from common.logs import LogFormat, configure_logging
-from remoting.config import ConfigError
 
 ConfigT = TypeVar("ConfigT")
 

@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.config import from_named_properties
 from store.record import parse_host_port
 
 CQ_STORE_UNIT_SIZE = 20
@@ -158,14 +158,7 @@ class StoreConfig:
     def from_properties(cls, properties: Mapping[str, str], **overrides: Any) -> StoreConfig:
         """Build from RocketMQ property names (keys not in :data:`PROPERTY_NAMES` are ignored here; the
         broker decides what an unknown key means). ``overrides`` use field names and win."""
-        kwargs: dict[str, Any] = {}
-        types = {f.name: f.type for f in dataclasses.fields(cls)}
-        for key, value in properties.items():
-            name = PROPERTY_NAMES.get(key)
-            if name is not None:
-                kwargs[name] = _convert(str(types[name]), value.strip(), key)
-        kwargs.update(overrides)
-        return cls(**kwargs)
+        return from_named_properties(cls, properties, PROPERTY_NAMES, overrides)
 
 
 PROPERTY_NAMES: dict[str, str] = {
@@ -205,20 +198,3 @@ def _check(ok: bool, message: str) -> None:
         raise ValueError(message)
 
 
-def _convert(type_name: str, value: str, key: str) -> Any:
-    try:
-        if type_name == "int":
-            return int(value)
-        if type_name == "float":
-            return float(value)
-        if type_name == "bool":
-            if value.lower() not in ("true", "false"):
-                raise ValueError(value)
-            return value.lower() == "true"
-        if type_name == "FlushDiskType":
-            return FlushDiskType(value)
-        if type_name == "BrokerRole":
-            return BrokerRole(value)
-    except ValueError:
-        raise ValueError(f"bad value {value!r} for {key}") from None
-    return value

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from broker.config import BrokerRole, load_broker_config
-from remoting.config import load_properties
+from common.config import load_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"

@@ -7,8 +7,8 @@ import enum
 
 import pytest
 
+from common.config import ConfigError, format_config, load_config, parse_properties
 from remoting.command import RemotingCommand
-from remoting.config import ConfigError, format_config, load_config, parse_properties
 from remoting.errors import InvalidHeaderError
 from remoting.headers import CommandHeader, GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, wire
 

@@ -4,6 +4,10 @@ A component's configuration is a frozen dataclass. :func:`load_config` builds on
 ``.properties`` file (keys are the camelCase forms of the field names, as RocketMQ's setters are), then
 explicit overrides (CLI flags). Unknown keys and values of the wrong type are errors, never silently
 ignored: a typo in ``brokerRole`` must stop the broker, not start it as the wrong role.
+
+Library components that read only their own keys out of a shared file (the store, HA) use
+:func:`from_named_properties`: RocketMQ's irregular key names mapped to fields, other keys left to the caller,
+values converted by the same rules (:func:`convert_value`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import dataclasses
 import enum
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -64,7 +69,9 @@ def load_properties(path: str | Path) -> dict[str, str]:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
 
 
-def _convert(key: str, raw: str, hint: Any) -> Any:
+def convert_value(key: str, raw: str, hint: Any) -> Any:
+    """``raw`` as the type ``hint`` names (bool, int, float, str, an enum by name, or an optional of one);
+    :class:`ConfigError` naming ``key`` when it is not one."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         if raw == "":
@@ -102,7 +109,7 @@ def load_config(cls: type[T], props: dict[str, str] | None = None, **overrides: 
         name = by_key.get(key)
         if name is None:
             raise ConfigError(f"unknown config key {key!r}; known keys: {', '.join(sorted(by_key))}")
-        values[name] = _convert(key, raw, hints[name])
+        values[name] = convert_value(key, raw, hints[name])
     for name, value in overrides.items():
         if name not in fields:
             raise ConfigError(f"unknown config field {name!r}")
@@ -129,3 +136,28 @@ def format_config(config: object) -> str:
             text = str(value)
         lines.append(f"{config_key(f)}={text}")
     return "\n".join(lines) + "\n"
+
+
+def from_named_properties(
+    cls: type[T],
+    properties: Mapping[str, str],
+    names: Mapping[str, str],
+    overrides: Mapping[str, Any],
+    *,
+    millis_to_seconds: frozenset[str] = frozenset(),
+) -> T:
+    """Build ``cls`` from the keys of ``properties`` that ``names`` maps to its fields (others are ignored:
+    the caller decides what an unknown key means), then ``overrides`` (field names, typed, they win). Fields in
+    ``millis_to_seconds`` are RocketMQ millisecond properties kept in seconds."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for key, raw in properties.items():
+        name = names.get(key)
+        if name is None:
+            continue
+        if name in millis_to_seconds:
+            values[name] = convert_value(key, raw.strip(), int) / 1000
+        else:
+            values[name] = convert_value(key, raw.strip(), hints[name])
+    values.update(overrides)
+    return cls(**values)
