@@ -62,6 +62,7 @@ class PullService(Service):
         self.config = context.config
         self._ctx = context
         self._consume = consume
+        self._clustering = context.config.clustering
         #: The queues assigned now and their process queues.
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -106,7 +107,7 @@ class PullService(Service):
     async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """Long-poll ``mq`` until its process queue is dropped (see the module docstring)."""
         config = self.config
-        orderly, clustering = config.orderly, config.clustering
+        orderly, clustering = config.orderly, self._clustering
         subscriptions = self._ctx.subscriptions
         flow_logged = 0
         while not pq.dropped:
@@ -142,7 +143,7 @@ class PullService(Service):
 
     async def _pull(self, mq: MessageQueue, sub: SubscriptionData, offset: int) -> PullResult:
         config = self.config
-        commit_offset = self._ctx.offsets.read(mq) if config.clustering else 0
+        commit_offset = self._ctx.offsets.read(mq) if self._clustering else 0
         flag = pull_sys_flag(commit_offset=commit_offset > 0, suspend=True,
                              subscription=config.post_subscription_when_pull)
         return await self._ctx.api.pull(

@@ -205,7 +205,7 @@ class Producer(ClientMember):
             if self._in_flight > 1 and out.batchable and self._auto_batch:
                 # Others are in flight: join this loop step's batch (its queue is chosen when it leaves).
                 return await self._accumulator.add(out, budget, False)
-            return await self._sender.send(out, budget, self._sync_policy)
+            return await self._sender.send(out, budget, self._sync_policy, info)
         finally:
             self._release_slot()
 
@@ -258,7 +258,7 @@ class Producer(ClientMember):
         queue = self.fault_strategy.select_one_message_queue(info, None)
         conn = self._sender.live_connection(queue.broker_name)
         if conn is None:
-            conn = await self._sender.master_connection(queue.broker_name, deadline - _monotonic())
+            conn = await self._sender.connect_master(queue.broker_name, deadline - _monotonic())
         request = self._preparer.request(out, queue)
         request.flag = FLAG_ONEWAY
         await conn.oneway(request)

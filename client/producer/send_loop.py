@@ -134,11 +134,8 @@ class SendLoop:
         conn = self._conns.get(self._masters.get(broker_name, ""))
         return conn if conn is not None and not conn.is_closed else None
 
-    async def master_connection(self, broker_name: str, timeout: float) -> Connection:
-        """A connection to the broker's master, connecting within ``timeout`` when there is none."""
-        conn = self.live_connection(broker_name)
-        if conn is not None:
-            return conn
+    async def connect_master(self, broker_name: str, timeout: float) -> Connection:
+        """Connect to the broker's master within ``timeout`` (when :meth:`live_connection` has none)."""
         addr = self._masters.get(broker_name)
         if addr is None:
             raise BrokerNotFoundError(broker_name)
@@ -146,10 +143,14 @@ class SendLoop:
 
     # -- the attempts -----------------------------------------------------------------------------------
 
-    def send(self, out: Outgoing, budget: float, policy: RetryPolicy) -> Coroutine[Any, Any, SendResult]:
-        """Every attempt for ``out`` within ``budget`` seconds: the first at once when the route and the
-        connection are known (no coroutine in between on that path), else after the route lookup."""
-        info = self._publish.get(out.topic)
+    def send(
+        self, out: Outgoing, budget: float, policy: RetryPolicy, info: TopicPublishInfo | None = None
+    ) -> Coroutine[Any, Any, SendResult]:
+        """Every attempt for ``out`` within ``budget`` seconds: the first at once when the route (``info``, if
+        the caller has it already) and the connection are known (no coroutine in between on that path), else
+        after the route lookup."""
+        if info is None:
+            info = self._publish.get(out.topic)
         if info is not None and info.ok:
             queue = self.fault_strategy.select_one_message_queue(info, None)
             conn = self.live_connection(queue.broker_name)
@@ -259,7 +260,9 @@ class SendLoop:
 
     async def _invoke(self, out: Outgoing, queue: MessageQueue, deadline: float) -> SendResult:
         """One request to the queue's master: the only network round trip of an attempt."""
-        conn = await self.master_connection(queue.broker_name, deadline - _monotonic())
+        conn = self.live_connection(queue.broker_name)
+        if conn is None:
+            conn = await self.connect_master(queue.broker_name, deadline - _monotonic())
         response = await conn.request(self._request(out, queue), deadline - _monotonic())
         return send_result(response, queue, out.msg_id, self._masters)
 
