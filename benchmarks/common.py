@@ -23,7 +23,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 
 if TYPE_CHECKING:
-    from client.producer import Producer
+    from client.producer.producer import Producer
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 30.0
@@ -184,8 +184,8 @@ async def wait_for_route(producer: Producer, topic: str, timeout: float = 30.0) 
     instance = producer.instance
     while time.monotonic() < deadline:
         with contextlib.suppress(Exception):
-            if await instance.fetch_route(topic, 1.0) is not None:
-                await instance.refresh_topic(topic, 3.0)
+            if await instance.refresher.fetch_route(topic, 1.0) is not None:
+                await instance.refresher.refresh(topic, 3.0, publish=True)
                 return
         await asyncio.sleep(0.2)
     raise RuntimeError(f"no route for {topic}")

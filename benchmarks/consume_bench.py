@@ -37,10 +37,10 @@ import uvloop
 
 from benchmarks.common import Child, create_topic, local_cluster, percentiles, pin_self, wait_for_route, wait_idle
 from client.consume_types import ConsumeFromWhere
+from client.consumer.push import PushConsumer
 from client.message import Message
-from client.producer import Producer
+from client.producer.producer import Producer
 from client.pull_decode import MessageExt
-from client.push_consumer import PushConsumer
 
 _STAMP = struct.Struct(">q")
 #: Batches in flight while the backlog is written.
@@ -324,7 +324,7 @@ async def _produce_steadily(namesrv: str, topic: str, rate: int, duration: float
 
     async with Producer("bench_consume_steady", namesrv_addr=namesrv, instance_name="bench-steady",
                         compress_over=max(4096, size + 1), max_in_flight=max(rate, 1024)) as producer:
-        await producer.instance.refresh_topic(topic, 5.0)
+        await producer.instance.refresher.refresh(topic, 5.0, publish=True)
         pending: set[asyncio.Future[Any]] = set()
         start = time.perf_counter()
         while (elapsed := time.perf_counter() - start) < duration:

@@ -22,7 +22,7 @@ import uvloop
 
 from benchmarks.common import Child, percentiles, wait_idle
 from client.message import Message, SendStatus
-from client.producer import Producer
+from client.producer.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand

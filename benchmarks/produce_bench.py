@@ -39,7 +39,7 @@ import uvloop
 
 from benchmarks.common import Child, create_topic, local_cluster, percentiles, pin_self
 from client.message import Message
-from client.producer import Producer
+from client.producer.producer import Producer
 from remoting.codes import SerializeType
 
 MODES = ("sync", "async", "oneway", "batch")
@@ -154,8 +154,8 @@ async def _wait_for_route(producer: Producer, topic: str, deadline: float) -> No
     while time.monotonic() < deadline:
         await producer.send(Message(topic, b"warm-up"))
         with contextlib.suppress(Exception):
-            if await instance.fetch_route(topic, 1.0) is not None:
-                await instance.refresh_topic(topic, 3.0)
+            if await instance.refresher.fetch_route(topic, 1.0) is not None:
+                await instance.refresher.refresh(topic, 3.0, publish=True)
                 return
         await asyncio.sleep(0.2)
 

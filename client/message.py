@@ -28,8 +28,8 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from client.errors import InvalidMessageError
-from client.uniq import UniqIdGenerator, default_generator
+from client.core.errors import InvalidMessageError
+from client.core.uniq import UniqIdGenerator, default_generator
 from remoting.codes import ResponseCode
 from remoting.command import Body
 from remoting.errors import InvalidHeaderError, error_for_response

@@ -44,8 +44,8 @@ import zlib
 from collections.abc import Iterable
 from functools import lru_cache
 
-from client.compression import decompress_body
-from client.errors import CompressionError, MQClientError
+from client.core.compression import decompress_body
+from client.core.errors import CompressionError, MQClientError
 from client.message import (
     KEY_SEPARATOR,
     NAME_VALUE_SEPARATOR,

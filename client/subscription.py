@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.consume_types import ConsumeFromWhere, ConsumeType, MessageModel
-from client.errors import MQClientError
+from client.core.errors import MQClientError
 
 __all__ = [
     "EXPRESSION_TYPE_TAG",

@@ -1,24 +1,24 @@
-"""A blocking producer for code without an event loop: ``client.sync.Producer``.
+"""Blocking facades for code without an event loop: ``client.sync.Producer``, ``PushConsumer``, ``PullConsumer``.
 
-It owns a uvloop event loop running on a daemon thread and an asyncio :class:`client.producer.Producer` on
-it; every method hands its work to that loop and waits for it in the calling thread::
+Each owns a uvloop event loop running on a daemon thread (:class:`_LoopThread`) and the asyncio member on it
+(:class:`_Blocking`, the one facade they share); every method hands its work to that loop and waits for it
+in the calling thread::
 
     with Producer("my-group", namesrv_addr="127.0.0.1:9876") as producer:
         result = producer.send(Message("TopicTest", b"hello"))
         future = producer.send_async(Message("TopicTest", b"later"))   # concurrent.futures.Future
         future.result()
 
-Bounds: every blocking call waits at most its send timeout plus :data:`CALL_MARGIN` (the asyncio producer
+Bounds: every blocking call waits at most its own timeout plus :data:`CALL_MARGIN` (the asyncio member
 already enforces the timeout; the margin only covers a stuck loop, reported as :class:`TimeoutError`). At
 most ``max_in_flight`` sends (``send``, ``send_batch``, ``send_async``) are outstanding; a caller waits for
 a slot within its send timeout, else gets :class:`~remoting.errors.BufferFullError`.
 
-Callbacks of ``send_async`` and the futures' done-callbacks run on the producer's loop thread: keep them
-short. Calling a blocking method of the producer from that thread would wait on itself, so it raises
-``RuntimeError`` instead. ``shutdown()`` shuts the asyncio producer down, stops the loop and joins the thread.
+Callbacks of ``send_async`` and the futures' done-callbacks run on the loop thread: keep them short. Calling
+a blocking method from that thread would wait on itself, so it raises ``RuntimeError`` instead.
+``shutdown()`` shuts the asyncio member down, stops the loop and joins the thread.
 
-The consumers work the same way: ``client.sync.PushConsumer`` and ``client.sync.PullConsumer`` each own a
-loop thread running the asyncio consumer::
+The consumers work the same way::
 
     def handle(msg: MessageExt) -> ConsumeResult:       # a plain function
         ...
@@ -45,21 +45,24 @@ import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, Self, TypeVar, Unpack
 
 import uvloop
 
 from client.consume_pull import PullResult
 from client.consume_types import ConsumeResult
-from client.consumer_api import ConsumerStateError
-from client.errors import ProducerStateError
+from client.consumer.config import ConsumerArgs, PullConsumerArgs
+from client.consumer.pull import BROKER_SUSPEND_MAX, PULL_RPC_MARGIN
+from client.consumer.pull import PullConsumer as AsyncPullConsumer
+from client.consumer.push import PushConsumer as AsyncPushConsumer
+from client.core.errors import MQClientError, ProducerStateError
+from client.core.member import ClientMember
 from client.message import Message, MessageQueue, SendResult
-from client.producer import MessageQueueSelector, SendCallback
-from client.producer import Producer as AsyncProducer
-from client.pull_consumer import BROKER_SUSPEND_MAX, PULL_RPC_MARGIN
-from client.pull_consumer import PullConsumer as AsyncPullConsumer
+from client.producer.config import ProducerArgs
+from client.producer.producer import Producer as AsyncProducer
+from client.producer.producer import SendCallback
+from client.producer.send_loop import MessageQueueSelector
 from client.pull_decode import MessageExt
-from client.push_consumer import PushConsumer as AsyncPushConsumer
 from remoting.errors import BufferFullError
 
 __all__ = ["CALL_MARGIN", "BlockingBatchHandler", "BlockingHandler", "Producer", "PullConsumer", "PushConsumer"]
@@ -69,6 +72,7 @@ BlockingHandler = Callable[[MessageExt], ConsumeResult | None]
 BlockingBatchHandler = Callable[[list[MessageExt]], ConsumeResult | None]
 
 T = TypeVar("T")
+M = TypeVar("M", bound=ClientMember)
 
 #: Extra wait on top of a call's own timeout before the caller gives up on the loop thread.
 CALL_MARGIN = 2.0
@@ -76,64 +80,146 @@ CALL_MARGIN = 2.0
 START_TIMEOUT = 10.0
 
 
-class Producer:
-    """Blocking twin of :class:`client.producer.Producer`; takes the same keyword arguments.
+class _LoopThread:
+    """A uvloop event loop on a daemon thread, and blocking calls into it."""
 
-    ``start`` (default true) starts the loop thread and the producer in the constructor.
-    """
-
-    def __init__(self, group: str, *, start: bool = True, **kwargs: Any) -> None:
-        self._producer = AsyncProducer(group, **kwargs)
-        self.group = self._producer.group
-        self._slots = threading.BoundedSemaphore(self._producer.max_in_flight)
-        self._loop = uvloop.new_event_loop()
-        self._thread = threading.Thread(target=self._run_loop, name=f"pocketmq-producer-{group}", daemon=True)
+    def __init__(self, member: ClientMember, name: str) -> None:
+        self.loop = uvloop.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._lock = threading.Lock()
-        #: send_async futures not completed yet: failed at shutdown if the loop stopped before they ran.
-        self._outstanding: set[concurrent.futures.Future[SendResult]] = set()
-        self._started = False
-        self._stopped = False
+        self._kind = member.kind
+        self._error: type[MQClientError] = member.state_error
+        self.started = False
+        self.stopped = False
+
+    def start(self) -> bool:
+        """Start the thread; ``False`` when it was started already. Raises once stopped."""
+        with self._lock:
+            if self.stopped:
+                raise self._error(f"the {self._kind} has been shut down; create a new one")
+            if self.started:
+                return False
+            self.thread.start()
+            self.started = True
+            return True
+
+    def begin_stop(self) -> bool:
+        """Mark stopped; ``False`` when it already was (a second shutdown does nothing)."""
+        with self._lock:
+            if self.stopped:
+                return False
+            self.stopped = True
+            return True
+
+    def check_caller(self) -> None:
+        """Blocking calls come from other threads, while the loop runs."""
+        if threading.current_thread() is self.thread:
+            kind = self._kind
+            raise RuntimeError(f"blocking {kind} methods cannot be called from the {kind}'s own loop thread")
+        if not self.started or self.loop.is_closed():
+            raise self._error(f"the {self._kind} is not running")
+
+    def call(self, coro: Coroutine[Any, Any, T], wait: float) -> T:
+        """Run ``coro`` on the loop and wait for it at most ``wait`` seconds (then :class:`TimeoutError`)."""
+        try:
+            self.check_caller()
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except BaseException:
+            coro.close()
+            raise
+        try:
+            return future.result(wait)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the {self._kind}'s loop did not finish the call within {wait:.1f} s") from None
+
+    def run(self, fn: Callable[[], T], wait: float) -> T:
+        """Call a plain function on the loop and wait for its result."""
+        return self.call(_value(fn), wait)
+
+    def join(self, wait: float) -> None:
+        """Stop the loop (or close it, never started) and join the thread within ``wait`` seconds."""
+        if not self.started:
+            self.loop.close()
+            return
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(wait)
+        if self.thread.is_alive():
+            raise TimeoutError(f"the {self._kind}'s loop thread did not stop within {wait:.1f} s")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+
+async def _value(fn: Callable[[], T]) -> T:
+    return fn()
+
+
+class _Blocking(Generic[M]):
+    """The blocking twin of an asyncio member: its loop thread, ``start``, ``shutdown``, ``with``."""
+
+    #: The thread's name: ``pocketmq-<role>-<group>``.
+    _role = "member"
+
+    def __init__(self, member: M, *, start: bool) -> None:
+        self._member = member
+        self.group = member.group
+        self._runner = _LoopThread(member, f"pocketmq-{self._role}-{self.group}")
         if start:
             self.start()
 
-    # -- lifecycle --------------------------------------------------------------------------------------
-
     def start(self) -> None:
-        """Start the loop thread and the producer (idempotent)."""
-        with self._lock:
-            if self._stopped:
-                raise ProducerStateError("the producer has been shut down; create a new one")
-            if self._started:
-                return
-            self._thread.start()
-            self._started = True
+        """Start the loop thread and the member (idempotent)."""
+        if not self._runner.start():
+            return
         try:
-            self._call(self._producer.start(), START_TIMEOUT)
+            self._runner.call(self._member.start(), self._start_wait())
         except BaseException:
-            with self._lock:
-                self._stopped = True
-            self._stop_loop(START_TIMEOUT)
+            self._runner.begin_stop()
+            try:
+                self._runner.join(START_TIMEOUT)
+            finally:
+                self._after_stop()
             raise
 
-    def shutdown(self, timeout: float | None = None) -> None:
-        """Shut the producer down (in-flight sends get up to their timeout), stop the loop, join the thread."""
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-            started = self._started
-        if not started:
-            self._loop.close()
-            return
-        grace = self._producer.send_msg_timeout if timeout is None else timeout
-        # grace for in-flight sends, then UNREGISTER_CLIENT to the brokers in parallel (namesrv_timeout each)
-        wait = grace + self._producer.client_config.namesrv_timeout + CALL_MARGIN
-        try:
-            self._call(self._producer.shutdown(grace=grace), wait)
-        finally:
-            self._stop_loop(wait)
+    def shutdown(self) -> None:
+        """Shut the member down, stop the loop and join the thread."""
+        self._shutdown(self._member.shutdown, self._call_wait())
 
-    def __enter__(self) -> Producer:
+    def _shutdown(self, stop: Callable[[], Coroutine[Any, Any, None]], wait: float) -> None:
+        if not self._runner.begin_stop():
+            return
+        try:
+            if self._runner.started:
+                self._runner.call(stop(), wait)
+        finally:
+            try:
+                self._runner.join(wait)
+            finally:
+                self._after_stop()
+
+    def _start_wait(self) -> float:
+        return START_TIMEOUT
+
+    def _call_wait(self) -> float:
+        return self._member.config.namesrv_timeout * 2 + CALL_MARGIN
+
+    def _after_stop(self) -> None:
+        """What the facade releases once the loop is gone."""
+
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -143,13 +229,43 @@ class Producer:
         self.shutdown()
 
     @property
-    def async_producer(self) -> AsyncProducer:
-        """The asyncio producer underneath (use it only from its loop: :attr:`loop`)."""
-        return self._producer
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the asyncio member runs on (use the member only from it)."""
+        return self._runner.loop
 
     @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
+    def thread(self) -> threading.Thread:
+        """The thread that runs :attr:`loop`."""
+        return self._runner.thread
+
+
+class Producer(_Blocking[AsyncProducer]):
+    """Blocking twin of :class:`client.producer.producer.Producer`; takes the same keyword arguments.
+
+    ``start`` (default true) starts the loop thread and the producer in the constructor.
+    """
+
+    _role = "producer"
+
+    def __init__(self, group: str, *, start: bool = True, **options: Unpack[ProducerArgs]) -> None:
+        producer = AsyncProducer(group, **options)
+        self._slots = threading.BoundedSemaphore(producer.config.max_in_flight)
+        self._outstanding_lock = threading.Lock()
+        #: send_async futures not completed yet: failed at shutdown if the loop stopped before they ran.
+        self._outstanding: set[concurrent.futures.Future[SendResult]] = set()
+        super().__init__(producer, start=start)
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Shut the producer down (in-flight sends get up to their timeout), stop the loop, join the thread."""
+        config = self._member.config
+        grace = config.send_msg_timeout if timeout is None else timeout
+        # grace for in-flight sends, then UNREGISTER_CLIENT to the brokers in parallel (namesrv_timeout each)
+        self._shutdown(lambda: self._member.shutdown(grace=grace), grace + config.namesrv_timeout + CALL_MARGIN)
+
+    @property
+    def async_producer(self) -> AsyncProducer:
+        """The asyncio producer underneath (use it only from its loop: :attr:`loop`)."""
+        return self._member
 
     # -- sending ----------------------------------------------------------------------------------------
 
@@ -157,28 +273,28 @@ class Producer:
         self, msg: Message, *, timeout: float | None = None, selector: MessageQueueSelector | None = None,
         arg: Any = None,
     ) -> SendResult:
-        """Blocking :meth:`client.producer.Producer.send`."""
+        """Blocking :meth:`client.producer.producer.Producer.send`."""
         budget = self._budget(timeout)
         self._acquire(budget)
         try:
-            return self._call(self._producer.send(msg, timeout=budget, selector=selector, arg=arg),
-                              budget + CALL_MARGIN)
+            return self._runner.call(self._member.send(msg, timeout=budget, selector=selector, arg=arg),
+                                     budget + CALL_MARGIN)
         finally:
             self._slots.release()
 
     def send_batch(self, messages: Iterable[Message], *, timeout: float | None = None) -> SendResult:
-        """Blocking :meth:`client.producer.Producer.send_batch`."""
+        """Blocking :meth:`client.producer.producer.Producer.send_batch`."""
         budget = self._budget(timeout)
         batch = list(messages)
         self._acquire(budget)
         try:
-            return self._call(self._producer.send_batch(batch, timeout=budget), budget + CALL_MARGIN)
+            return self._runner.call(self._member.send_batch(batch, timeout=budget), budget + CALL_MARGIN)
         finally:
             self._slots.release()
 
     def send_oneway(self, msg: Message) -> None:
-        """Blocking :meth:`client.producer.Producer.send_oneway` (returns once the request is written)."""
-        self._call(self._producer.send_oneway(msg), self._producer.send_msg_timeout + CALL_MARGIN)
+        """Blocking :meth:`client.producer.producer.Producer.send_oneway` (returns once the request is written)."""
+        self._runner.call(self._member.send_oneway(msg), self._member.config.send_msg_timeout + CALL_MARGIN)
 
     def send_async(
         self, msg: Message, *, callback: SendCallback | None = None, timeout: float | None = None
@@ -189,10 +305,10 @@ class Producer:
         kind, validation included, complete the future (and reach ``callback(result, error)``).
         """
         budget = self._budget(timeout)
-        self._check_thread()
+        self._runner.check_caller()
         self._acquire(budget)
         result: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
-        with self._lock:
+        with self._outstanding_lock:
             self._outstanding.add(result)
         result.add_done_callback(self._async_finished)
         if callback is not None:
@@ -200,14 +316,14 @@ class Producer:
 
         def begin() -> None:
             try:
-                inner = self._producer.send_async(msg, timeout=budget)
+                inner = self._member.send_async(msg, timeout=budget)
             except BaseException as exc:  # validation, state, window: all go to the future
                 result.set_exception(exc)
                 return
             inner.add_done_callback(lambda f: _transfer(f, result))
 
         try:
-            self._loop.call_soon_threadsafe(begin)
+            self._runner.loop.call_soon_threadsafe(begin)
         except RuntimeError:  # the loop is closed
             result.set_exception(ProducerStateError("the producer is shut down"))
         return result
@@ -215,63 +331,25 @@ class Producer:
     # -- internals --------------------------------------------------------------------------------------
 
     def _async_finished(self, future: concurrent.futures.Future[SendResult]) -> None:
-        with self._lock:
+        with self._outstanding_lock:
             self._outstanding.discard(future)
         self._slots.release()
 
     def _budget(self, timeout: float | None) -> float:
         if timeout is None:
-            return self._producer.send_msg_timeout
+            return self._member.config.send_msg_timeout
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         return timeout
 
-    def _check_thread(self) -> None:
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("blocking producer methods cannot be called from the producer's own loop thread")
-        if not self._started or self._loop.is_closed():
-            raise ProducerStateError("the producer is not running")
-
     def _acquire(self, budget: float) -> None:
-        self._check_thread()
+        self._runner.check_caller()
         if not self._slots.acquire(timeout=budget):
             raise BufferFullError(f"no send slot freed within {budget * 1000:.0f} ms "
-                                  f"({self._producer.max_in_flight} sends in flight)")
+                                  f"({self._member.config.max_in_flight} sends in flight)")
 
-    def _call(self, coro: Coroutine[Any, Any, T], wait: float) -> T:
-        try:
-            self._check_thread()
-            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        except BaseException:
-            coro.close()
-            raise
-        try:
-            return future.result(wait)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError(f"the producer's loop did not finish the call within {wait:.1f} s") from None
-
-    def _run_loop(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_forever()
-        finally:
-            pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-            self._loop.close()
-
-    def _stop_loop(self, wait: float) -> None:
-        if self._loop.is_closed():
-            return
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(wait)
-        if self._thread.is_alive():
-            raise TimeoutError(f"the producer's loop thread did not stop within {wait:.1f} s")
-        with self._lock:
+    def _after_stop(self) -> None:
+        with self._outstanding_lock:
             stranded = list(self._outstanding)
         for future in stranded:  # handed to the loop too late to run
             if not future.done():
@@ -299,106 +377,34 @@ def _deliver(callback: SendCallback, future: concurrent.futures.Future[SendResul
     callback(None, exc) if exc is not None else callback(future.result(), None)
 
 
-# -- consumers ------------------------------------------------------------------------------------------------
-
-
-class _LoopThread:
-    """A uvloop event loop on a daemon thread, and blocking calls into it (what the consumer facades share)."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = uvloop.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._lock = threading.Lock()
-        self.started = False
-        self.stopped = False
-
-    def start(self) -> None:
-        with self._lock:
-            if self.stopped:
-                raise ConsumerStateError("the consumer has been shut down; create a new one")
-            if self.started:
-                return
-            self._thread.start()
-            self.started = True
-
-    def call(self, coro: Coroutine[Any, Any, T], wait: float) -> T:
-        """Run ``coro`` on the loop and wait for it at most ``wait`` seconds (then :class:`TimeoutError`)."""
-        try:
-            if threading.current_thread() is self._thread:
-                raise RuntimeError("blocking consumer methods cannot be called from the consumer's own loop thread")
-            if not self.started or self.loop.is_closed():
-                raise ConsumerStateError("the consumer is not running")
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        except BaseException:
-            coro.close()
-            raise
-        try:
-            return future.result(wait)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError(f"the consumer's loop did not finish the call within {wait:.1f} s") from None
-
-    def stop(self, wait: float) -> None:
-        with self._lock:
-            self.stopped = True
-            started = self.started
-        if not started:
-            self.loop.close()
-            return
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(wait)
-        if self._thread.is_alive():
-            raise TimeoutError(f"the consumer's loop thread did not stop within {wait:.1f} s")
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_forever()
-        finally:
-            pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-            self.loop.close()
-
-
-class PushConsumer:
-    """Blocking twin of :class:`client.push_consumer.PushConsumer`; takes the same keyword arguments.
+class PushConsumer(_Blocking[AsyncPushConsumer]):
+    """Blocking twin of :class:`client.consumer.push.PushConsumer`; takes the same keyword arguments.
 
     ``start`` (default false here, since a handler and subscriptions come first) starts it in the
     constructor; ``with PushConsumer(...) as c`` starts it on entry. Handlers are plain functions run in a
     pool of ``consume_thread_max`` threads (see the module docstring).
     """
 
-    def __init__(self, group: str, *, start: bool = False, **kwargs: Any) -> None:
-        self._consumer = AsyncPushConsumer(group, **kwargs)
-        self.group = self._consumer.group
-        self._runner = _LoopThread(f"pocketmq-push-consumer-{group}")
+    _role = "push-consumer"
+
+    def __init__(self, group: str, *, start: bool = False, **options: Unpack[ConsumerArgs]) -> None:
+        consumer = AsyncPushConsumer(group, **options)
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=self._consumer.consume_thread_max, thread_name_prefix=f"pocketmq-consume-{group}")
-        if start:
-            self.start()
+            max_workers=consumer.config.consume_thread_max, thread_name_prefix=f"pocketmq-consume-{group}")
+        super().__init__(consumer, start=start)
 
     def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        """As :meth:`client.push_consumer.PushConsumer.subscribe` (before or after start)."""
-        if self._runner.started and not self._runner.stopped:
-            self._runner.call(self._in_loop(self._consumer.subscribe, topic, expression), CALL_MARGIN)
-        else:
-            self._consumer.subscribe(topic, expression)
+        """As :meth:`client.consumer.push.PushConsumer.subscribe` (before or after start)."""
+        self._configure(lambda: self._member.subscribe(topic, expression))
 
     def unsubscribe(self, topic: str) -> None:
-        if self._runner.started and not self._runner.stopped:
-            self._runner.call(self._in_loop(self._consumer.unsubscribe, topic), CALL_MARGIN)
-        else:
-            self._consumer.unsubscribe(topic)
+        self._configure(lambda: self._member.unsubscribe(topic))
 
-    @staticmethod
-    async def _in_loop(fn: Callable[..., None], *args: Any) -> None:
-        fn(*args)
+    def _configure(self, change: Callable[[], None]) -> None:
+        if self._runner.started and not self._runner.stopped:
+            self._runner.run(change, CALL_MARGIN)
+        else:
+            change()
 
     def register_handler(self, handler: BlockingHandler) -> None:
         """A plain function called with one message, in the handler thread pool."""
@@ -407,7 +413,7 @@ class PushConsumer:
         async def run(msg: MessageExt) -> ConsumeResult | None:
             return await asyncio.get_running_loop().run_in_executor(executor, handler, msg)
 
-        self._consumer.register_handler(run)
+        self._member.register_handler(run)
 
     def register_batch_handler(self, handler: BlockingBatchHandler) -> None:
         """A plain function called with up to ``consume_message_batch_max_size`` messages of one queue."""
@@ -416,150 +422,77 @@ class PushConsumer:
         async def run(msgs: list[MessageExt]) -> ConsumeResult | None:
             return await asyncio.get_running_loop().run_in_executor(executor, handler, msgs)
 
-        self._consumer.register_batch_handler(run)
-
-    def start(self) -> None:
-        """Start the loop thread and the consumer (idempotent)."""
-        if self._runner.stopped:
-            raise ConsumerStateError("the consumer has been shut down; create a new one")
-        if self._runner.started:
-            return
-        self._runner.start()
-        try:
-            self._runner.call(self._consumer.start(), START_TIMEOUT + self._consumer.client_config.namesrv_timeout)
-        except BaseException:
-            self._runner.stop(START_TIMEOUT)
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            raise
+        self._member.register_batch_handler(run)
 
     def shutdown(self, grace: float | None = None) -> None:
         """Shut the consumer down (running handlers get ``grace``, default ``shutdown_grace``), stop the loop
         and the handler pool (without waiting for abandoned handlers)."""
-        if self._runner.stopped:
-            return
-        if not self._runner.started:
-            self._runner.stop(0)
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            return
-        grace_s = self._consumer.shutdown_grace if grace is None else grace
+        config = self._member.config
+        grace_s = config.shutdown_grace if grace is None else grace
         # grace for handlers, then commits and UNREGISTER_CLIENT (namesrv_timeout each, in parallel)
-        wait = grace_s + 3 * self._consumer.client_config.namesrv_timeout + CALL_MARGIN
-        try:
-            self._runner.call(self._consumer.shutdown(grace_s), wait)
-        finally:
-            self._runner.stop(wait)
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        self._shutdown(lambda: self._member.shutdown(grace_s), grace_s + 3 * config.namesrv_timeout + CALL_MARGIN)
 
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
+    def _start_wait(self) -> float:
+        return START_TIMEOUT + self._member.config.namesrv_timeout
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
+    def _after_stop(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     @property
     def async_consumer(self) -> AsyncPushConsumer:
         """The asyncio consumer underneath (use it only from its loop: :attr:`loop`)."""
-        return self._consumer
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._runner.loop
+        return self._member
 
     @property
     def assigned_queues(self) -> list[MessageQueue]:
-        return self._runner.call(self._in_loop_value(lambda: self._consumer.assigned_queues), CALL_MARGIN)
-
-    @staticmethod
-    async def _in_loop_value(fn: Callable[[], T]) -> T:
-        return fn()
+        return self._runner.run(lambda: self._member.assigned_queues, CALL_MARGIN)
 
 
-class PullConsumer:
-    """Blocking twin of :class:`client.pull_consumer.PullConsumer`; takes the same keyword arguments.
+class PullConsumer(_Blocking[AsyncPullConsumer]):
+    """Blocking twin of :class:`client.consumer.pull.PullConsumer`; takes the same keyword arguments.
 
     ``start`` (default true) starts the loop thread and the consumer in the constructor. Every call waits
     at most its own timeout plus :data:`CALL_MARGIN`.
     """
 
-    def __init__(self, group: str, *, start: bool = True, **kwargs: Any) -> None:
-        self._consumer = AsyncPullConsumer(group, **kwargs)
-        self.group = self._consumer.group
-        self._runner = _LoopThread(f"pocketmq-pull-consumer-{group}")
-        if start:
-            self.start()
+    _role = "pull-consumer"
 
-    @property
-    def _wait(self) -> float:
-        return self._consumer.client_config.namesrv_timeout * 2 + CALL_MARGIN
-
-    def start(self) -> None:
-        if self._runner.stopped:
-            raise ConsumerStateError("the consumer has been shut down; create a new one")
-        if self._runner.started:
-            return
-        self._runner.start()
-        try:
-            self._runner.call(self._consumer.start(), START_TIMEOUT)
-        except BaseException:
-            self._runner.stop(START_TIMEOUT)
-            raise
-
-    def shutdown(self) -> None:
-        if self._runner.stopped:
-            return
-        if not self._runner.started:
-            self._runner.stop(0)
-            return
-        try:
-            self._runner.call(self._consumer.shutdown(), self._wait)
-        finally:
-            self._runner.stop(self._wait)
-
-    def __enter__(self) -> PullConsumer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
+    def __init__(self, group: str, *, start: bool = True, **options: Unpack[PullConsumerArgs]) -> None:
+        super().__init__(AsyncPullConsumer(group, **options), start=start)
 
     @property
     def async_consumer(self) -> AsyncPullConsumer:
-        return self._consumer
+        return self._member
 
     def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
-        return self._runner.call(self._consumer.fetch_subscribe_message_queues(topic), self._wait)
+        return self._runner.call(self._member.fetch_subscribe_message_queues(topic), self._call_wait())
 
     def pull(self, mq: MessageQueue, subscription_expression: str | None, offset: int, max_nums: int = 32, *,
              block: bool = False, timeout: float | None = None) -> PullResult:
-        """Blocking :meth:`client.pull_consumer.PullConsumer.pull`."""
+        """Blocking :meth:`client.consumer.pull.PullConsumer.pull`."""
         if block:
             budget = (BROKER_SUSPEND_MAX if timeout is None else timeout) + PULL_RPC_MARGIN
         else:
-            budget = self._consumer.pull_timeout if timeout is None else timeout
+            budget = self._member.config.pull_timeout if timeout is None else timeout
         return self._runner.call(
-            self._consumer.pull(mq, subscription_expression, offset, max_nums, block=block, timeout=timeout),
-            budget + self._wait)
+            self._member.pull(mq, subscription_expression, offset, max_nums, block=block, timeout=timeout),
+            budget + self._call_wait())
 
     def fetch_consume_offset(self, mq: MessageQueue) -> int:
-        return self._runner.call(self._consumer.fetch_consume_offset(mq), self._wait)
+        return self._runner.call(self._member.fetch_consume_offset(mq), self._call_wait())
 
     def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
-        self._runner.call(self._consumer.update_consume_offset(mq, offset), self._wait)
+        self._runner.call(self._member.update_consume_offset(mq, offset), self._call_wait())
 
     def min_offset(self, mq: MessageQueue) -> int:
-        return self._runner.call(self._consumer.min_offset(mq), self._wait)
+        return self._runner.call(self._member.min_offset(mq), self._call_wait())
 
     def max_offset(self, mq: MessageQueue) -> int:
-        return self._runner.call(self._consumer.max_offset(mq), self._wait)
+        return self._runner.call(self._member.max_offset(mq), self._call_wait())
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._runner.call(self._consumer.search_offset(mq, timestamp_ms), self._wait)
+        return self._runner.call(self._member.search_offset(mq, timestamp_ms), self._call_wait())
 
     def send_message_back(self, msg: MessageExt, delay_level: int = 0, *, max_reconsume_times: int = 16) -> None:
-        self._runner.call(self._consumer.send_message_back(msg, delay_level, max_reconsume_times=max_reconsume_times),
-                          self._wait)
+        self._runner.call(self._member.send_message_back(msg, delay_level, max_reconsume_times=max_reconsume_times),
+                          self._call_wait())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from client.errors import InvalidMessageError
+from client.core.errors import InvalidMessageError
 from client.message import (
     MAX_PROPERTIES_BYTES,
     NAME_VALUE_SEPARATOR,

@@ -1,1 +1,1 @@
-"""Tests of the pure parts of the producer SDK."""
+"""Tests of the SDK: the model and the blocking facades here, the sub-packages beside it."""

@@ -14,10 +14,10 @@ import pytest
 from client import Message
 from client.consume_pull import PullStatus
 from client.consume_types import ConsumeFromWhere, ConsumeResult
-from client.consumer_api import ConsumerStateError
+from client.core.errors import ConsumerStateError
 from client.pull_decode import MessageExt
 from client.sync import Producer, PullConsumer, PushConsumer
-from tests.client.consumer_support import FAST, Cluster, cluster, create_topic, instance_name
+from tests.client.consumer.consumer_support import FAST, Cluster, cluster, create_topic, instance_name
 from tests.helpers import wait_until
 
 T = TypeVar("T")

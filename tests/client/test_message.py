@@ -7,7 +7,8 @@ import struct
 
 import pytest
 
-from client.errors import InvalidMessageError
+from client.core.errors import InvalidMessageError
+from client.core.uniq import UniqIdGenerator
 from client.message import (
     Message,
     MessageBatch,
@@ -20,7 +21,6 @@ from client.message import (
     ensure_uniq_key,
     send_result_from_response,
 )
-from client.uniq import UniqIdGenerator
 from remoting.errors import InvalidHeaderError, SystemBusyError, TopicNotExistError
 
 

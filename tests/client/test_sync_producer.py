@@ -14,7 +14,7 @@ from client import InvalidMessageError, Message, ProducerStateError, SendResult,
 from client.sync import Producer
 from namesrv.controller import NamesrvController
 from remoting.errors import BufferFullError
-from tests.client.producer_support import HANG, ScriptedBroker, start_namesrv
+from tests.client.producer.producer_support import HANG, ScriptedBroker, start_namesrv
 from tests.helpers import eventually, wait_until
 
 
@@ -38,7 +38,7 @@ async def test_blocking_sends(cluster: tuple[NamesrvController, ScriptedBroker])
             p.send_oneway(Message("T", b"oneway"))
             future = p.send_async(Message("T", b"async"))
             async_result = future.result(5)
-            thread = p._thread
+            thread = p.thread
         return results, batch, async_result, thread
 
     results, batch, async_result, thread = await asyncio.to_thread(work)

@@ -6,7 +6,7 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from client.errors import InvalidMessageError
+from client.core.errors import InvalidMessageError
 from client.message import Message
 from client.validators import (
     FORBIDDEN_TOPICS,

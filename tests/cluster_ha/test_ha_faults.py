@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from client.message import Message, SendStatus
-from client.producer import Producer
+from client.producer.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand

@@ -30,7 +30,7 @@ from typing import Any
 from admin.api import AdminClient, AdminError
 from admin.cluster import LocalCluster
 from client import Message, MessageQueue, Producer, PullConsumer, PullStatus, SendResult, SendStatus
-from client.errors import SendFailedError
+from client.core.errors import SendFailedError
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -525,7 +525,7 @@ async def fresh_producer_asking(victim: str, survivor: str) -> Producer:
         producer = Producer("faults-fresh-pg", namesrv_addr=[victim, survivor], instance_name=f"fresh-{attempt}",
                             namesrv_timeout=3.0, send_msg_timeout=10.0)
         await producer.start()
-        if producer.instance.current_namesrv == victim:
+        if producer.instance.refresher.current_namesrv == victim:
             return producer
         await producer.shutdown()
     raise AssertionError("no client instance started with the faulty name server first")
@@ -541,7 +541,8 @@ async def fresh_client_round_trip(cluster: LocalCluster, victim: str, topic: str
         started = time.monotonic()
         result = await producer.send(Message(topic, body))
         took = time.monotonic() - started
-        assert producer.instance.current_namesrv == survivor  # failed over, and sticks to the one that answered
+        # failed over, and sticks to the one that answered
+        assert producer.instance.refresher.current_namesrv == survivor
     finally:
         await producer.shutdown()
     assert result.status is SendStatus.SEND_OK

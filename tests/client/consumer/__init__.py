@@ -1,0 +1,1 @@
+"""Tests of client.consumer: push and pull consumers against in-process clusters, and their pure parts."""

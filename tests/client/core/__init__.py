@@ -1,0 +1,1 @@
+"""Tests of client.core: the instance, routes, errors, ids, compression."""

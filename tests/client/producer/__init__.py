@@ -1,0 +1,1 @@
+"""Tests of client.producer: the producer against scripted brokers and real clusters, and its pure parts."""
