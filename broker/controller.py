@@ -163,8 +163,7 @@ class BrokerController:
     def _register_processors(self, store: MessageStore) -> None:
         handlers: dict[int, Handler] = {}
         send = SendMessageProcessor(
-            replica=self.ha_service if self.config.broker_role is BrokerRole.SYNC_MASTER else None, groups=self.groups,
-            store=store, topics=self.topics, broker_name=self.config.broker_name,
+            groups=self.groups, store=store, topics=self.topics, broker_name=self.config.broker_name,
             cluster_name=self.config.broker_cluster_name, broker_addr=lambda: self.addr,
             is_slave=self.config.broker_role is BrokerRole.SLAVE,
             broker_permission=lambda: self.config.broker_permission, region_id=self.config.region_id,
@@ -279,6 +278,8 @@ class BrokerController:
             port = ha.ha_listen_port or (self.port + 1 if self.config.listen_port else 0)
             self.ha_service = HAService(store, ha.replace(ha_listen_port=port))
             await self.ha_service.start()
+            if self.config.broker_role is BrokerRole.SYNC_MASTER:
+                store.set_replica_waiter(self.ha_service)  # every put waits for a slave: sends, send-backs, delays
             return
         self.ha_client = HAClient(store, ha, master_address=ha.ha_master_address or None)
         self.ha_client.start()

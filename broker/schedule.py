@@ -3,8 +3,10 @@
 The store parks a message with a DELAY property in ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1``, with its
 delivery time as the consume-queue tag code. This service (masters only) walks each level's queue in
 order every ``interval`` and re-puts each message whose time has come to its real topic and queue,
-stripped of the scheduling properties. Progress per level is ``delayOffset.json``; it advances only after
-the re-put is stored, so a crash re-delivers at most the message in flight and never early.
+stripped of the scheduling properties, through the store's one put path (``put``: the broker passes
+``MessageStore.put_message``, so on a SYNC_MASTER a re-delivery waits for a slave as a send does). Progress
+per level is ``delayOffset.json``; it advances only after the re-put is stored, so a crash re-delivers at
+most the message in flight and never early.
 """
 
 from __future__ import annotations

@@ -14,11 +14,15 @@ single-thread executors, so each kind is serialised and none waits behind anothe
 
 Recovery runs once, before any of them is used, in a thread of its own.
 
-Writes. ``append(msg)`` returns at once with a :class:`PutMessageResult`; for SYNC_FLUSH the caller then
-awaits :meth:`MessageStore.wait_for_flush` with the result's ``end_offset`` (and, on a SYNC_MASTER, the
-replica wait at the same time); a timeout comes back as FLUSH_DISK_TIMEOUT, never as an exception.
-``await put_message(msg)`` does both, and also creates a new queue's first consume-queue file in a
-thread before appending (the synchronous ``append`` creates it inline, a one-off ~0.1 ms per queue).
+Writes. Every put goes one way, RocketMQ's ``asyncPutMessage`` then ``handleDiskFlushAndHA``:
+:meth:`MessageStore.put` (one message: sends, send-backs, scheduled re-deliveries) and
+:meth:`MessageStore.put_batch` append and index, then wait for the disk (SYNC_FLUSH group commit) and, on a
+SYNC_MASTER, a replica (a :class:`ReplicaWaiter` the broker injects) side by side, each under its own
+timeout; a timeout comes back as a status (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE),
+never as an exception. When there is nothing to wait for the result is returned at once, with no task or
+future (the broker's hot path); otherwise an awaitable of it (``put_message``/``put_messages`` await it).
+``append``/``append_batch`` are the bare append the put path is built on (replication tests and tools use
+them to write without waiting).
 
 Delayed messages (a DELAY property, reference §8) are rewritten here as RocketMQ's CommitLog does: topic
 SCHEDULE_TOPIC_XXXX, queue ``level - 1``, REAL_TOPIC/REAL_QID properties, and a consume-queue tag code
@@ -32,10 +36,12 @@ import concurrent.futures
 import contextlib
 import enum
 import fcntl
+import functools
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol
 
 from common.logs import get_logger
 from common.service import Service
@@ -76,6 +82,20 @@ ArrivalListener = Callable[[str, int, int, int, int], None]
 GrowthListener = Callable[[int], None]
 #: accepts a consume-queue tag code; None means accept everything
 MessageFilter = Callable[[int], bool]
+#: what :meth:`MessageStore.put` gives: the result, or an awaitable of it when the put has to wait
+PutOutcome = PutMessageResult | Awaitable[PutMessageResult]
+
+
+class ReplicaWaiter(Protocol):
+    """What a SYNC_MASTER's put waits on next to the disk flush (``ha.HAService`` is one; the broker
+    injects it with :meth:`MessageStore.set_replica_waiter`, so the store imports no replication)."""
+
+    def has_room(self) -> bool:
+        """False when the bound on puts waiting for a replica is reached (the put is refused)."""
+
+    def wait_for_replica(self, end_offset: int) -> asyncio.Future[PutMessageStatus]:
+        """Already running when returned; PUT_OK once a slave holds ``end_offset``, otherwise
+        FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE. Never raises."""
 
 _PUT_OK = PutMessageStatus.PUT_OK
 _APPEND_OK = AppendMessageStatus.PUT_OK
@@ -96,6 +116,23 @@ class _State(enum.Enum):
     NEW = "NEW"
     RUNNING = "RUNNING"
     STOPPED = "STOPPED"
+
+
+def _settle(result: PutMessageResult, flushed: PutMessageStatus, replicated: PutMessageStatus) -> PutMessageResult:
+    """The put's status from its two waits: a failed replica wait wins over the flush's, as in RocketMQ."""
+    if replicated is not _PUT_OK:
+        result.status = replicated
+    elif flushed is not _PUT_OK:
+        result.status = flushed
+    return result
+
+
+async def _settle_later(result: PutMessageResult, flushed: asyncio.Future[PutMessageStatus] | None,
+                        replicated: asyncio.Future[PutMessageStatus] | None) -> PutMessageResult:
+    """:func:`_settle` once both waits have ended (they run side by side: both are registered already)."""
+    flush_status = _PUT_OK if flushed is None else await flushed
+    replica_status = _PUT_OK if replicated is None else await replicated
+    return _settle(result, flush_status, replica_status)
 
 
 def _total_memory() -> int:
@@ -136,6 +173,7 @@ class MessageStore:
         self._growth_listeners: list[GrowthListener] = []
         self._reput_offset = 0
         self._group_commit: GroupCommitService | None = None
+        self._replica: ReplicaWaiter | None = None
         #: the flush and retention services, stopped with one call at shutdown
         self._services = Service(name="store")
         self._cq_flush: FlushConsumeQueueService | None = None
@@ -382,12 +420,9 @@ class MessageStore:
         return cq
 
     def append(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        """Append and index one message now, with no flush wait (see :meth:`wait_for_flush`).
-
-        The broker's fast path: ``append`` on the loop, then (SYNC_FLUSH, producer WAIT not false) await
-        :meth:`wait_for_flush` together with any replica wait. Call :meth:`prepare_queue` first for a
-        queue that is not :meth:`queue_ready`, or this creates its consume-queue file inline (~0.1 ms of
-        blocking I/O, once per file); check :meth:`has_flush_capacity` first under SYNC_FLUSH."""
+        """Append and index one message now, with no flush or replica wait (puts go through :meth:`put`).
+        Call :meth:`prepare_queue` first for a queue that is not :meth:`queue_ready`, or this creates its
+        consume-queue file inline (~0.1 ms of blocking I/O, once per file)."""
         result = self._append(msg, True)
         assert result is not None
         return result
@@ -436,8 +471,8 @@ class MessageStore:
         return PutMessageResult(_PUT_OK, result)
 
     def append_batch(self, batch: MessageExtBatch) -> PutMessageResult:
-        """Append and index a batch now, with no flush wait. Delayed, retry-topic and transactional
-        batches are MESSAGE_ILLEGAL (reference §4.6)."""
+        """Append and index a batch now, with no flush or replica wait (puts go through :meth:`put_batch`).
+        Delayed, retry-topic and transactional batches are MESSAGE_ILLEGAL (reference §4.6)."""
         if not self._writable:
             return self._not_writable()
         if (batch.topic.startswith("%RETRY%") or _DELAY_MARKER in batch.properties
@@ -476,7 +511,7 @@ class MessageStore:
 
     def wait_for_flush(self, end_offset: int) -> asyncio.Future[PutMessageStatus]:
         """A future of PUT_OK once ``end_offset`` is on disk (at once for ASYNC_FLUSH), or
-        FLUSH_DISK_TIMEOUT after ``sync_flush_timeout``. Await it together with a replica wait."""
+        FLUSH_DISK_TIMEOUT after ``sync_flush_timeout``."""
         if self._group_commit is not None:
             return self._group_commit.wait_for(end_offset)
         future: asyncio.Future[PutMessageStatus] = asyncio.get_running_loop().create_future()
@@ -514,49 +549,87 @@ class MessageStore:
             return False
         return True
 
-    async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        """Append one message and, for SYNC_FLUSH, wait until it is on disk. A queue's new consume-queue
-        file is made in a thread first (never on the loop)."""
-        group_commit = self._group_commit if msg.wait_store_msg_ok else None
-        if group_commit is not None and not group_commit.has_room():
+    def set_replica_waiter(self, waiter: ReplicaWaiter | None) -> None:
+        """On a SYNC_MASTER, every put that waits (WAIT not false) also waits for ``waiter`` (the broker
+        injects ``ha.HAService``; the store knows no replication)."""
+        self._replica = waiter
+
+    def put(self, msg: MessageExtBrokerInner) -> PutOutcome:
+        """The one put path of a single message, for sends, send-backs and scheduled re-deliveries alike:
+        append and index it, then wait for the disk and a replica (:meth:`_flush_and_replica`).
+
+        Returns the result itself when there is nothing to wait for (ASYNC_FLUSH and no replica waiter,
+        or the producer's WAIT=false; and the queue's consume-queue file has room): the broker answers
+        such a send inside the read callback, with no task and no future. Otherwise an awaitable of the
+        result; a queue's new consume-queue file is then made in a thread first, never on the loop. A
+        put that would wait when the bound on waiting puts is reached is OS_PAGECACHE_BUSY (nothing
+        stored)."""
+        wait = msg.wait_store_msg_ok and (self._group_commit is not None or self._replica is not None)
+        if wait and not self._room_to_wait():
             return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
         result = self._append(msg, False)
         if result is None:
-            scheduled = self._schedule(msg) if _DELAY_MARKER in msg.properties else msg
-            if not await self._ensure_cq_file(scheduled.topic, scheduled.queue_id):
-                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
-            result = self.append(msg)
-        if group_commit is None or result.status is not _PUT_OK:
-            return result
-        appended = result.append_result
-        assert appended is not None
-        status = await group_commit.wait_for(appended.wrote_offset + appended.wrote_bytes)
-        if status is not _PUT_OK:
-            result.status = status
-        return result
+            target = self._schedule(msg) if _DELAY_MARKER in msg.properties else msg
+            return self._put_after_cq_file(target.topic, target.queue_id, functools.partial(self.append, msg), wait)
+        return self._flush_and_replica(result) if wait else result
 
-    async def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
-        """Append a batch and, for SYNC_FLUSH, wait until it is on disk."""
-        ready = not self._writable or self.queue_ready(batch.topic, batch.queue_id)
-        if not ready and not await self._ensure_cq_file(batch.topic, batch.queue_id):
-            return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
-        group_commit = self._group_commit if batch.wait_store_msg_ok else None
-        if group_commit is not None and not group_commit.has_room():
+    def put_batch(self, batch: MessageExtBatch) -> PutOutcome:
+        """:meth:`put` for a batch (see :meth:`append_batch` for what a batch may not be)."""
+        wait = batch.wait_store_msg_ok and (self._group_commit is not None or self._replica is not None)
+        if self._writable and not self.queue_ready(batch.topic, batch.queue_id):
+            return self._put_after_cq_file(batch.topic, batch.queue_id, functools.partial(self.append_batch, batch),
+                                           wait)
+        if wait and not self._room_to_wait():
             return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
         result = self.append_batch(batch)
-        if group_commit is None or result.status is not _PUT_OK:
-            return result
-        append_result = result.append_result
-        assert append_result is not None
-        status = await group_commit.wait_for(append_result.end_offset)
-        if status is not _PUT_OK:
-            result.status = status
-        return result
+        return self._flush_and_replica(result) if wait else result
+
+    async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """:meth:`put`, awaited: for callers that are coroutines anyway."""
+        outcome = self.put(msg)
+        return outcome if isinstance(outcome, PutMessageResult) else await outcome
+
+    async def put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
+        """:meth:`put_batch`, awaited."""
+        outcome = self.put_batch(batch)
+        return outcome if isinstance(outcome, PutMessageResult) else await outcome
 
     def has_flush_capacity(self) -> bool:
-        """False when the bound on waiting SYNC_FLUSH writers is reached (puts then get
-        OS_PAGECACHE_BUSY from the broker instead of queueing without limit)."""
+        """False when the bound on waiting SYNC_FLUSH writers is reached."""
         return self._group_commit is None or self._group_commit.has_room()
+
+    def _room_to_wait(self) -> bool:
+        replica = self._replica
+        return self.has_flush_capacity() and (replica is None or replica.has_room())
+
+    async def _put_after_cq_file(self, topic: str, queue_id: int, append: Callable[[], PutMessageResult],
+                                 wait: bool) -> PutMessageResult:
+        """Make the queue's consume-queue file in a thread, then append and wait as :meth:`put` does."""
+        if not await self._ensure_cq_file(topic, queue_id):
+            return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        if wait and not self._room_to_wait():
+            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
+        result = append()
+        if not wait:
+            return result
+        outcome = self._flush_and_replica(result)
+        return outcome if isinstance(outcome, PutMessageResult) else await outcome
+
+    def _flush_and_replica(self, result: PutMessageResult) -> PutOutcome:
+        """RocketMQ's handleDiskFlushAndHA: wait for the disk (SYNC_FLUSH group commit) and a replica (a
+        SYNC_MASTER's waiter) side by side, each under its own timeout, which comes back as a status
+        (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE), never as an exception. The result
+        itself when both are settled already (e.g. no slave attached under ASYNC_FLUSH)."""
+        append = result.append_result
+        if result.status is not _PUT_OK or append is None:
+            return result
+        end = append.end_offset
+        flushed = self._group_commit.wait_for(end) if self._group_commit is not None else None
+        replicated = self._replica.wait_for_replica(end) if self._replica is not None else None
+        if (flushed is None or flushed.done()) and (replicated is None or replicated.done()):
+            return _settle(result, _PUT_OK if flushed is None else flushed.result(),
+                           _PUT_OK if replicated is None else replicated.result())
+        return _settle_later(result, flushed, replicated)
 
     # ------------------------------------------------------------------------------------- slave
 
@@ -881,4 +954,5 @@ class MessageStore:
         }
 
 
-__all__ = ["AppendMessageResult", "ArrivalListener", "GrowthListener", "MessageFilter", "MessageStore"]
+__all__ = ["AppendMessageResult", "ArrivalListener", "GrowthListener", "MessageFilter", "MessageStore", "PutOutcome",
+           "ReplicaWaiter"]

@@ -7,12 +7,11 @@ import random
 import time
 from typing import Any
 
-import structlog
-
 from broker.client_manager import ClientManager
 from broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
 from broker.status import put_status_to_response
 from broker.topic_manager import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
+from common.logs import get_logger
 from remoting import route as rd
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -31,7 +30,7 @@ from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
 from store.record import MessageConst, encode_properties, message_id, parse_properties
 
-log = structlog.get_logger("broker.consumers")
+log = get_logger("broker.consumers")
 
 #: An orderly consumer's queue lock lives this long without renewal (RocketMQ: 60 s).
 LOCK_MAX_LIVE_SECONDS = 60.0
@@ -202,6 +201,11 @@ class ConsumerManageProcessor:
     # -- retry and dead letters ----------------------------------------------------------------------------
 
     async def send_back(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """Write the message found at ``offset`` to ``%RETRY%<group>`` (with a delay level) or ``%DLQ%<group>``
+        through the store's one put path, so on a SYNC_MASTER the answer waits for a slave as a send's does,
+        and comes with the same code: SUCCESS only once flushed and replicated as configured, else
+        FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE (stored, not confirmed; the consumer
+        then sends the message to the retry topic itself) or the refusal's code."""
         h = ConsumerSendMsgBackRequestHeader.from_command(req)
         group = self.groups.find_or_create(h.group)
         if group is None:
@@ -231,7 +235,6 @@ class ConsumerManageProcessor:
             reconsume_times=record.reconsume_times + 1,
         )
         result = await self.store.put_message(msg)
-        code, remark = put_status_to_response(result.status)
-        return req.response(ResponseCode.SUCCESS if result.status.is_stored else code, remark)
+        return req.response(*put_status_to_response(result.status))
 
 

@@ -1,6 +1,7 @@
 """``PullMessageProcessor``: PULL_MESSAGE (11) with broker-side tag filtering and long polling.
 
-Status mapping is reference §2.5. A pull that finds nothing and carries the SUSPEND flag is parked in
+The store's status becomes a response code in :func:`broker.status.get_status_to_response` (reference
+§2.5). A pull that finds nothing and carries the SUSPEND flag is parked in
 :class:`~broker.long_polling.PullRequestHoldService` until a matching message arrives or its
 ``suspendTimeoutMillis`` passes, then re-run once without suspending. Parking is a coroutine of its own,
 so other requests on the same connection (heartbeats) are answered meanwhile.
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from broker.client_manager import ClientManager, SubscriptionData
 from broker.long_polling import MessageFilter, PullRequestHoldService
 from broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
+from broker.status import get_status_to_response
 from broker.topic_manager import TopicConfigManager
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -21,7 +23,7 @@ from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from remoting.route import PERM_READ
 from store.message_store import MessageStore
 from store.record import java_string_hash
-from store.results import GetMessageResult, GetMessageStatus
+from store.results import GetMessageResult
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -87,7 +89,8 @@ class PullMessageProcessor:
         suspend = h.sys_flag & FLAG_SUSPEND and h.suspend_timeout_millis > 0
         # Every "not found" is parked, as RocketMQ does: the queue's end (OFFSET_OVERFLOW_ONE) and a queue
         # never written to yet, pulled at 0.
-        if suspend and self._map_status(h, result)[0] == ResponseCode.PULL_NOT_FOUND and self.hold.has_room():
+        if (suspend and get_status_to_response(result, h.queue_offset, self.is_master)[0] == ResponseCode.PULL_NOT_FOUND
+                and self.hold.has_room()):
             result.release()
             return self._suspend(req, h, message_filter, conn)
         return self._respond(req, h, result)
@@ -140,7 +143,7 @@ class PullMessageProcessor:
         return sub
 
     def _respond(self, req: RemotingCommand, h: PullMessageRequestHeader, result: GetMessageResult) -> RemotingCommand:
-        code, next_offset = self._map_status(h, result)
+        code, next_offset = get_status_to_response(result, h.queue_offset, self.is_master)
         suggest = 0
         if self.slave_read_enable and result.suggest_pulling_from_slave:
             suggest = 1
@@ -152,21 +155,3 @@ class PullMessageProcessor:
                 self.on_get(result.message_count, len(body))
         result.release()
         return req.response(code, None if code == ResponseCode.SUCCESS else result.status.value, fields, body)
-
-    def _map_status(self, h: PullMessageRequestHeader, result: GetMessageResult) -> tuple[int, int]:
-        status = result.status
-        next_offset = result.next_begin_offset
-        if status is GetMessageStatus.FOUND:
-            return ResponseCode.SUCCESS, next_offset
-        if status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING):
-            return ResponseCode.PULL_RETRY_IMMEDIATELY, next_offset
-        if status in (GetMessageStatus.OFFSET_OVERFLOW_ONE, GetMessageStatus.OFFSET_FOUND_NULL):
-            return ResponseCode.PULL_NOT_FOUND, next_offset
-        if status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE):
-            code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
-        else:  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
-            code = ResponseCode.PULL_OFFSET_MOVED
-        if code == ResponseCode.PULL_OFFSET_MOVED and not self.is_master:
-            # A slave does not correct offsets (offsetCheckInSlave=false): let the client retry.
-            return ResponseCode.PULL_RETRY_IMMEDIATELY, h.queue_offset
-        return code, next_offset

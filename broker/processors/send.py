@@ -1,18 +1,18 @@
 """``SendMessageProcessor``: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
 
 The checks are RocketMQ's (``msgCheck`` and friends), each answering with a clear code and remark before
-anything is stored. The hot path is synchronous: with ASYNC_FLUSH on an ASYNC_MASTER a send is
-appended, dispatched and answered inside the connection's ``data_received`` with no task; only a put that
-must wait (SYNC_FLUSH, a SYNC_MASTER's replica, a consume-queue file to create) becomes a coroutine.
+anything is stored. Puts go through the store's one put path (:meth:`store.message_store.MessageStore.put`,
+which also waits for a SYNC_MASTER's replica). The hot path is synchronous: with ASYNC_FLUSH on an
+ASYNC_MASTER the store returns the result itself and the send is answered inside the connection's
+``data_received`` with no task; only a put that must wait (SYNC_FLUSH, a SYNC_MASTER's replica, a
+consume-queue file to create) becomes a coroutine.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 from broker.metadata import SubscriptionGroupManager
 from broker.status import put_status_to_response
@@ -31,7 +31,7 @@ from remoting.route import PERM_READ, PERM_WRITE
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import MessageStore
 from store.record import MAX_PROPERTIES_LENGTH, MessageConst, MessageSysFlag, encode_host, join_properties
-from store.results import PutMessageResult, PutMessageStatus
+from store.results import PutMessageResult
 
 SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
 
@@ -48,14 +48,6 @@ _MAX_CHECKED_TOPICS = 10_000
 _SAFE_PROPERTIES_CHARS = MAX_PROPERTIES_LENGTH // 4
 """Properties of at most this many characters cannot exceed the byte limit (UTF-8: at most 4 bytes each)."""
 _WAIT_TRUE = MessageConst.WAIT + "\x01true"
-
-
-class ReplicaWaiter(Protocol):
-    """What a SYNC_MASTER waits on after the local append (implemented by ``ha``)."""
-
-    def wait_for_replica(self, end_offset: int) -> Awaitable[PutMessageStatus]: ...
-
-    def has_room(self) -> bool: ...
 
 
 def strip_property(properties: str, name: str) -> str:
@@ -96,7 +88,6 @@ class SendMessageProcessor:
         broker_permission: Callable[[], int],
         region_id: str,
         trace_on: bool,
-        replica: ReplicaWaiter | None = None,
         groups: SubscriptionGroupManager | None = None,
         on_stored: Callable[[str, int, int], None] | None = None,
     ) -> None:
@@ -106,7 +97,6 @@ class SendMessageProcessor:
         self.broker_addr = broker_addr
         self.is_slave = is_slave
         self.broker_permission = broker_permission
-        self.replica = replica
         self.groups = groups
         self.on_stored = on_stored
         self._cluster_property = f"{MessageConst.CLUSTER}\x01{cluster_name}"
@@ -165,11 +155,10 @@ class SendMessageProcessor:
             sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self._born_host(conn),
             reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
         )
-        if not self.store.has_flush_capacity() or (self.replica is not None and not self.replica.has_room()):
-            return req.response(ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy: too many writers wait on disk")
-        if self._can_answer_now(msg.topic, queue_id, wait):
-            return self._respond(req, self.store.append(msg), queue_id)
-        return self._put_and_wait(req, msg, queue_id)
+        stored = self.store.put(msg)
+        if isinstance(stored, PutMessageResult):
+            return self._respond(req, stored, queue_id)
+        return self._respond_when_stored(req, stored, queue_id)
 
     # -- checks -------------------------------------------------------------------------------------------
 
@@ -223,22 +212,10 @@ class SendMessageProcessor:
             self._born_hosts[conn] = host
         return host
 
-    def _can_answer_now(self, topic: str, queue_id: int, wait: bool) -> bool:
-        if self.replica is not None and wait:
-            return False
-        # The synchronous path must not create a consume-queue file on the event loop.
-        return not self.store.needs_flush_wait(wait) and self.store.queue_ready(topic, queue_id)
-
     # -- puts ---------------------------------------------------------------------------------------------
 
-    async def _put_and_wait(self, req: RemotingCommand, msg: MessageExtBrokerInner, queue_id: int) -> RemotingCommand:
-        if not self.store.queue_ready(msg.topic, queue_id):
-            await self.store.prepare_queue(msg.topic, queue_id)  # creates a consume-queue file off the loop
-        result = await self._wait(self.store.append(msg), msg.wait_store_msg_ok)
-        return self._respond(req, result, queue_id)
-
     def _put_batch(self, req: RemotingCommand, header: SendHeader, body: bytes, queue_id: int, properties: str,
-                   wait: bool, conn: Connection) -> Awaitable[RemotingCommand]:
+                   wait: bool, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         if header.topic.startswith("%RETRY%"):
             raise InvalidHeaderError("batch messages cannot be sent to a retry topic")
         batch = MessageExtBatch(
@@ -246,31 +223,14 @@ class SendMessageProcessor:
             properties=join_properties(properties, self._cluster_property), sys_flag=header.sys_flag,
             born_timestamp=header.born_timestamp, born_host=self._born_host(conn), wait_store_msg_ok=wait,
         )
-        return self._put_batch_and_wait(req, batch, queue_id)
+        stored = self.store.put_batch(batch)
+        if isinstance(stored, PutMessageResult):
+            return self._respond(req, stored, queue_id, batch=True)
+        return self._respond_when_stored(req, stored, queue_id, batch=True)
 
-    async def _put_batch_and_wait(self, req: RemotingCommand, batch: MessageExtBatch, queue_id: int) -> RemotingCommand:
-        if not self.store.queue_ready(batch.topic, queue_id):
-            await self.store.prepare_queue(batch.topic, queue_id)
-        result = await self._wait(self.store.append_batch(batch), batch.wait_store_msg_ok)
-        return self._respond(req, result, queue_id, batch=True)
-
-    async def _wait(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
-        """Await the disk flush (SYNC_FLUSH) and the replica (SYNC_MASTER) together; a timeout becomes a
-        status, and a non-OK replica status wins over the flush's, as in RocketMQ."""
-        append = result.append_result
-        if result.status is not PutMessageStatus.PUT_OK or not wait or append is None:
-            return result
-        waits: list[Awaitable[PutMessageStatus]] = []
-        if self.store.needs_flush_wait(wait):
-            waits.append(self.store.wait_for_flush(append.end_offset))
-        if self.replica is not None:
-            waits.append(self.replica.wait_for_replica(append.end_offset))
-        if waits:
-            for status in reversed(await asyncio.gather(*waits)):
-                if status is not PutMessageStatus.PUT_OK:
-                    result.status = status
-                    break
-        return result
+    async def _respond_when_stored(self, req: RemotingCommand, stored: Awaitable[PutMessageResult], queue_id: int,
+                                   batch: bool = False) -> RemotingCommand:
+        return self._respond(req, await stored, queue_id, batch)
 
     def _respond(self, req: RemotingCommand, result: PutMessageResult, queue_id: int,
                  batch: bool = False) -> RemotingCommand:

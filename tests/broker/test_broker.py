@@ -23,7 +23,9 @@ from remoting.headers import (
     SendMessageRequestHeaderV2,
 )
 from store.config import BrokerRole
-from store.record import decode_message_id
+from store.message import MessageExtBatch, MessageExtBrokerInner
+from store.record import BatchEntry, decode_message_id, encode_batch_body
+from store.results import PutMessageResult
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
 
@@ -158,6 +160,19 @@ async def test_batch_send(broker: BrokerController, client: RemotingClient) -> N
     maxo = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET,
                                                                     {"topic": "Batch", "queueId": "0"}))
     assert maxo.field("offset") == "5"
+
+
+async def test_async_master_puts_are_answered_with_no_task(broker: BrokerController, client: RemotingClient) -> None:
+    """ASYNC_FLUSH on an ASYNC_MASTER: once a queue has its consume-queue file, the one put path returns the
+    result itself (the send is answered inside the read callback), for single messages and batches."""
+    assert (await send(client, broker.addr, "Fast", b"first")).code == 0
+    assert broker.store is not None
+    single = broker.store.put(MessageExtBrokerInner(topic="Fast", body=b"x", queue_id=0))
+    assert isinstance(single, PutMessageResult) and single.is_ok
+    entries = [BatchEntry(0, b"b", "")] * 2
+    batch = broker.store.put_batch(MessageExtBatch(topic="Fast", body=encode_batch_body(entries), queue_id=0))
+    assert isinstance(batch, PutMessageResult) and batch.is_ok
+    assert broker.store.get_max_offset_in_queue("Fast", 0) == 4
 
 
 async def test_offsets_time_search_and_view_by_id(broker: BrokerController, client: RemotingClient) -> None:

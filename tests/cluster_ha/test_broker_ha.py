@@ -1,7 +1,9 @@
-"""Master/slave broker groups in the test's event loop: replication, SYNC_MASTER statuses, slave duties."""
+"""Master/slave broker groups in the test's event loop: replication, SYNC_MASTER statuses (for sends,
+send-backs and delayed re-deliveries alike), slave duties."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +18,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import SendMessageRequestHeaderV2
 from store.config import BrokerRole
+from store.record import SCHEDULE_TOPIC, decode_message_id
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
 
@@ -91,6 +94,81 @@ async def test_slave_copies_metadata_and_merges_offsets_by_max(tmp_path: Path, n
         assert slave.topics.get("Meta") is not None
         assert slave.offsets.query_offset("G", "Meta", 0) == 5
         assert slave.offsets.query_offset("G", "Meta", 1) == 12  # never moved backwards
+    finally:
+        await slave.stop()
+        await master.stop()
+
+
+async def send_back(client: RemotingClient, addr: str, offset: int) -> RemotingCommand:
+    """CONSUMER_SEND_MSG_BACK of the message at ``offset`` for group RG, delay level 1."""
+    fields = {"offset": str(offset), "group": "RG", "delayLevel": "1", "originMsgId": "ORIG",
+              "maxReconsumeTimes": "16"}
+    return await client.invoke(addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields), 10)
+
+
+async def test_send_back_on_a_sync_master_is_answered_once_a_slave_has_it(
+        tmp_path: Path, namesrv: NamesrvController, client: RemotingClient) -> None:
+    master = await start_broker(tmp_path, "broker-c", namesrv.addr,
+                                {"slaveTimeout": "1500", "messageDelayLevel": "1h 2h"},
+                                broker_role=BrokerRole.SYNC_MASTER)
+    slave: BrokerController | None = None
+    store = master.store
+    try:
+        assert store is not None
+        sent = await send(client, master.addr, "SB", b"fail-me")
+        phys = decode_message_id((sent.ext_fields or {})["msgId"])[2]
+        alone = await send_back(client, master.addr, phys)
+        assert alone.code == ResponseCode.SLAVE_NOT_AVAILABLE  # stored on the master only, and said so
+        assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 0) == 1
+
+        slave = await start_broker(tmp_path, "broker-c", namesrv.addr, broker_role=BrokerRole.SLAVE, broker_id=1)
+        ha, ha_client = master.ha_service, slave.ha_client
+        assert ha is not None and ha_client is not None
+        await eventually(lambda: ha.push_to_slave_max_offset == store.max_phy_offset, message="slave caught up")
+
+        ha_client.pause()  # the slave stops taking data: the answer waits, then times out
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        frozen = await send_back(client, master.addr, phys)
+        assert frozen.code == ResponseCode.FLUSH_SLAVE_TIMEOUT and loop.time() - started >= 1.4
+        assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 0) == 2  # stored all the same
+
+        end = store.max_phy_offset
+        answer = asyncio.ensure_future(send_back(client, master.addr, phys))
+        await eventually(lambda: ha.pending_waiters == 1, message="send-back waits for the slave")
+        record = store.look_message_by_offset(end)
+        assert record is not None and not answer.done()
+        end += record.total_size
+        ha_client.resume()
+        assert (await answer).code == ResponseCode.SUCCESS
+        assert ha.push_to_slave_max_offset >= end  # answered only once the slave acknowledged the record
+    finally:
+        if slave is not None:
+            await slave.stop()
+        await master.stop()
+
+
+async def test_delayed_redelivery_on_a_sync_master_waits_for_the_slave(
+        tmp_path: Path, namesrv: NamesrvController, client: RemotingClient) -> None:
+    master = await start_broker(tmp_path, "broker-d", namesrv.addr,
+                                {"slaveTimeout": "5000", "messageDelayLevel": "1s 2h"},
+                                broker_role=BrokerRole.SYNC_MASTER)
+    slave = await start_broker(tmp_path, "broker-d", namesrv.addr, broker_role=BrokerRole.SLAVE, broker_id=1)
+    try:
+        ha, ha_client, store = master.ha_service, slave.ha_client, master.store
+        assert ha is not None and ha_client is not None and store is not None
+        await eventually(lambda: ha.connection_count == 1, message="slave attached")
+        header = SendMessageRequestHeaderV2("PG", "DL", "TBW102", 4, 0, 0, int(time.time() * 1000), 0,
+                                            "TAGS\x01t\x02DELAY\x011")
+        sent = await client.invoke(master.addr, RemotingCommand.request(310, header.to_fields(), b"later"), 10)
+        assert sent.code == ResponseCode.SUCCESS
+        ha_client.pause()
+        await eventually(lambda: store.get_max_offset_in_queue("DL", 0) == 1, message="re-delivered on the master")
+        # The re-delivery is appended but its put waits for the slave: the level's progress has not moved.
+        assert ha.pending_waiters == 1 and master.delay_offsets.offset_table.get(1, 0) == 0
+        ha_client.resume()
+        await eventually(lambda: master.delay_offsets.offset_table.get(1, 0) == 1, message="re-delivery confirmed")
+        assert ha.pending_waiters == 0
     finally:
         await slave.stop()
         await master.stop()

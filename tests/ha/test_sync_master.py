@@ -1,12 +1,14 @@
 """SYNC_MASTER waits through HAService.wait_for_replica with real slaves: PUT_OK once acknowledged,
 SLAVE_NOT_AVAILABLE with no slave or a slave too far behind, FLUSH_SLAVE_TIMEOUT with a paused slave and
-recovery when it resumes, the bound on waiters."""
+recovery when it resumes, the bound on waiters; and the same waits through the store's one put path
+(``MessageStore.put``) with the service injected as its replica waiter, next to a SYNC_FLUSH."""
 
 from __future__ import annotations
 
 import asyncio
 
-from store import MessageStore, PutMessageStatus
+from store import FlushDiskType, MessageExtBatch, MessageStore, PutMessageResult, PutMessageStatus
+from store.record import BatchEntry, encode_batch_body
 from tests.ha.support import Cluster, append_messages
 from tests.helpers import eventually
 from tests.store.support import msg
@@ -121,3 +123,62 @@ async def test_stop_completes_waiters(cluster: Cluster) -> None:
     await service.stop()
     assert waiter.result() is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
     assert service.wait_for_replica(put(master)).result() is PutMessageStatus.SLAVE_NOT_AVAILABLE
+
+
+# -- the store's one put path with HAService injected as its replica waiter ------------------------------
+
+
+async def test_put_waits_for_the_replica_through_the_store(cluster: Cluster) -> None:
+    master, service = await cluster.start_master(ha={"slave_timeout": 5.0})
+    master.set_replica_waiter(service)
+    await master.prepare_queue("T", 0)
+    alone = master.put(msg(body=b"no slave"))  # settled at once: answered with no task or future
+    assert isinstance(alone, PutMessageResult) and alone.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
+    slave = await cluster.start_slave()
+    client = cluster.start_client(slave, service)
+    await eventually(lambda: service.connection_count == 1, message="slave attached")
+    client.pause()
+    waiting = asyncio.ensure_future(master.put_message(msg(body=b"replicate me")))
+    await eventually(lambda: service.pending_waiters == 1, message="put waits for the slave")
+    assert not waiting.done() and master.get_max_offset_in_queue("T", 0) == 2  # stored, not yet answered
+    end = master.max_phy_offset
+    client.resume()
+    result = await waiting
+    assert result.status is PutMessageStatus.PUT_OK and result.append_result is not None
+    assert result.append_result.end_offset == end and service.push_to_slave_max_offset >= end
+    batch = await master.put_messages(MessageExtBatch(topic="B", body=encode_batch_body([BatchEntry(0, b"b", "")] * 3)))
+    assert batch.status is PutMessageStatus.PUT_OK and service.push_to_slave_max_offset >= master.max_phy_offset
+
+
+async def test_put_replica_timeout_bound_and_wait_false(cluster: Cluster) -> None:
+    master, service = await cluster.start_master(ha={"slave_timeout": 0.3, "max_waiters": 1})
+    master.set_replica_waiter(service)
+    slave = await cluster.start_slave()
+    client = cluster.start_client(slave, service)
+    await eventually(lambda: service.connection_count == 1, message="slave attached")
+    client.pause()
+    waiting = asyncio.ensure_future(master.put_message(msg()))
+    await eventually(lambda: service.pending_waiters == 1, message="put waits for the slave")
+    busy = master.put(msg())  # the bound is reached: refused, nothing stored
+    assert isinstance(busy, PutMessageResult) and busy.status is PutMessageStatus.OS_PAGECACHE_BUSY
+    assert busy.append_result is None and master.get_max_offset_in_queue("T", 0) == 1
+    no_wait = master.put(msg(wait_store_msg_ok=False))  # the producer's WAIT=false: no replica wait
+    assert isinstance(no_wait, PutMessageResult) and no_wait.status is PutMessageStatus.PUT_OK
+    timed_out = await waiting
+    assert timed_out.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT and timed_out.status.is_stored
+    client.resume()
+
+
+async def test_sync_flush_and_replica_are_awaited_together(cluster: Cluster) -> None:
+    master, service = await cluster.start_master(ha={"slave_timeout": 0.3}, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    master.set_replica_waiter(service)
+    slave = await cluster.start_slave()
+    client = cluster.start_client(slave, service)
+    await eventually(lambda: service.connection_count == 1, message="slave attached")
+    assert (await master.put_message(msg())).status is PutMessageStatus.PUT_OK
+    assert master.flushed_phy_offset >= master.max_phy_offset  # on disk as well as on the slave
+    client.pause()
+    result = await master.put_message(msg())
+    assert result.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT  # flushed, but the replica status wins
+    assert master.flushed_phy_offset >= master.max_phy_offset
+    client.resume()
