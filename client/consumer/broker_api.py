@@ -345,7 +345,11 @@ class ConsumerAPI:
     async def send_back(self, msg: MessageExt, delay_level: int, max_reconsume_times: int) -> None:
         """CONSUMER_SEND_MSG_BACK (36) to the master of the message's broker: the broker finds the message by
         its commit-log offset and writes it to ``%RETRY%<group>`` (or ``%DLQ%<group>`` once
-        ``max_reconsume_times`` is reached, or at once when ``delay_level`` is negative)."""
+        ``max_reconsume_times`` is reached, or at once when ``delay_level`` is negative).
+
+        The broker answers a send-back as it answers a send: FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE and
+        FLUSH_SLAVE_TIMEOUT mean the retry message *is stored* (on the master) but not yet flushed or
+        replicated. That counts as done here: producing it to ``%RETRY%`` again would store it twice."""
         addr = await self._master(MessageQueue(msg.topic, msg.broker_name, msg.queue_id))
         header = ConsumerSendMsgBackRequestHeader(
             msg.commit_log_offset, self.group, delay_level, origin_msg_id=msg.msg_id, origin_topic=msg.topic,
@@ -353,8 +357,13 @@ class ConsumerAPI:
         )
         response = await self._invoke(addr, self._request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_fields()),
                                       self.timeout)
-        if response.code != ResponseCode.SUCCESS:
+        if response.code not in _SEND_BACK_STORED:
             raise error_for_response(response.code, response.remark, addr)
+
+
+_SEND_BACK_STORED = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
+                               ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.FLUSH_SLAVE_TIMEOUT})
+"""Send-back answers after which the retry message is in the broker's commit log."""
 
 
 def _member_flag(sys_flag: int, member: FindBrokerResult, post_subscription: bool) -> int:

@@ -21,6 +21,7 @@ from client.consumer.pull import PullConsumer
 from client.consumer.push import PushConsumer
 from client.pull_decode import MessageExt
 from remoting.errors import RemotingConnectError
+from store.config import BrokerRole
 from tests.client.consumer.consumer_support import (
     FAST,
     SHORT_DELAY_LEVELS,
@@ -319,6 +320,30 @@ async def test_send_back_failure_falls_back_to_producing_to_the_retry_topic(tmp_
         assert second.reconsume_times == 1
         assert second.get_property("ORIGIN_MESSAGE_ID") == first.msg_id
         assert second.msg_id == first.msg_id  # UNIQ_KEY kept
+
+
+async def test_send_back_stored_but_not_replicated_is_not_produced_again(tmp_path: Path) -> None:
+    """On a SYNC_MASTER without a slave the broker stores a send-back and answers SLAVE_NOT_AVAILABLE: the
+    retry message exists, so the SDK must not also produce it to %RETRY% (that stored it twice)."""
+    async with cluster(tmp_path, props={"messageDelayLevel": SHORT_DELAY_LEVELS},
+                       broker_role=BrokerRole.SYNC_MASTER) as c:
+        await create_topic(c, "StoredBackT", 1)
+        await produce(c, "StoredBackT", 1, prefix="sb")
+        deliveries: list[MessageExt] = []
+
+        async def handler(msg: MessageExt) -> ConsumeResult:
+            deliveries.append(msg)
+            return ConsumeResult.SUCCESS if len(deliveries) > 1 else ConsumeResult.RECONSUME_LATER
+
+        consumer = PushConsumer("StoredBackG", namesrv_addr=c.namesrv_addr, instance_name=instance_name(), **FAST)
+        consumer.subscribe("StoredBackT")
+        consumer.register_handler(handler)
+        async with consumer:
+            await eventually(lambda: len(deliveries) == 2, timeout=20, message="redelivered once")
+        store = c.brokers["broker-a"].store
+        assert store is not None
+        assert store.get_max_offset_in_queue("%RETRY%StoredBackG", 0) == 1
+        assert [m.reconsume_times for m in deliveries] == [0, 1]
 
 
 async def test_delayed_messages_arrive_no_earlier_than_their_level(tmp_path: Path) -> None:
