@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from client.consume_pull import PullResult, PullSysFlag, pull_result_from_response
+from client.consume_pull import PullResult, pull_result_from_response
 from client.errors import BrokerNotFoundError, MQClientError
 from client.instance import FindBrokerResult, MQClientInstance
 from client.message import MessageQueue
@@ -36,7 +36,9 @@ from client.rebalance import (
     encode_lock_batch_request,
     sort_queues,
 )
-from client.subscription import EXPRESSION_TYPE_TAG, SubscriptionData
+from common.subscription import ExpressionType, SubscriptionData
+from common.sysflag import PullSysFlag
+from common.topic_config import PermName
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.errors import (
@@ -56,7 +58,7 @@ from remoting.headers import (
     TopicQueueRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from remoting.route import MASTER_ID, PERM_READ, TopicRouteData
+from remoting.route import MASTER_ID, TopicRouteData
 
 __all__ = ["UNREACHABLE_SKIP", "ConsumerAPI", "ConsumerStateError", "subscribe_queues"]
 
@@ -81,7 +83,7 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     queues = [
         MessageQueue(topic, data.broker_name, queue_id)
         for data in route.queue_datas
-        if data.perm & PERM_READ
+        if data.perm & PermName.PERM_READ
         for queue_id in range(data.read_queue_nums)
     ]
     return sort_queues(queues)
@@ -204,7 +206,7 @@ class ConsumerAPI:
             header = PullMessageRequestHeader(
                 self.group, mq.topic, mq.queue_id, offset, max_nums, int(flag), commit_offset, suspend_timeout_ms,
                 subscription.sub_version, subscription.sub_string if post_subscription else None,
-                EXPRESSION_TYPE_TAG,
+                ExpressionType.TAG,
             )
             request = self._request(RequestCode.PULL_MESSAGE, header.to_fields())
             try:

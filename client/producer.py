@@ -77,23 +77,12 @@ from client.fault import DEFAULT_LATENCY_MAX, DEFAULT_NOT_AVAILABLE_DURATION, MQ
 from client.headers import DEFAULT_TOPIC_QUEUE_NUMS, SendHeaderTemplate
 from client.instance import ClientConfig, MQClientInstance, acquire_instance, parse_namesrv_addr
 from client.message import (
-    BATCH_ENTRY_OVERHEAD,
     DEFAULT_REGION,
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_MAX_RECONSUME_TIMES,
-    PROPERTY_MSG_REGION,
-    PROPERTY_RECONSUME_TIME,
-    PROPERTY_TRACE_SWITCH,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    PROPERTY_WAIT_STORE_MSG_OK,
-    RETRY_GROUP_TOPIC_PREFIX,
     Message,
     MessageBatch,
     MessageQueue,
     SendResult,
     SendStatus,
-    append_batch_entry,
-    encode_properties,
     send_result_from_response,
 )
 from client.topic_publish import TopicPublishInfo
@@ -104,6 +93,9 @@ from client.validators import (
     check_producer_group,
     check_topic,
 )
+from common.batch import BATCH_ENTRY_OVERHEAD, append_batch_entry
+from common.message import MessageConst, encode_properties
+from common.topic import RETRY_GROUP_TOPIC_PREFIX
 from remoting.codes import FLAG_ONEWAY, ResponseCode, SerializeType
 from remoting.command import Body, RemotingCommand, next_opaque
 from remoting.connection import Connection
@@ -147,7 +139,7 @@ _monotonic = time.monotonic
 _time_ns = time.time_ns
 _SEND_OK = SendStatus.SEND_OK
 #: The request header properties of a coalesced batch (its messages carry their own).
-_BATCH_HEADER_PROPERTIES = encode_properties({PROPERTY_WAIT_STORE_MSG_OK: "true"})
+_BATCH_HEADER_PROPERTIES = encode_properties({MessageConst.PROPERTY_WAIT_STORE_MSG_OK: "true"})
 
 
 class _State(enum.Enum):
@@ -546,11 +538,11 @@ class Producer:
         if not size:
             raise InvalidMessageError("the message body is empty")
         props = msg.properties
-        if PROPERTY_DELAY_TIME_LEVEL in props:
-            _check_delay_level(props[PROPERTY_DELAY_TIME_LEVEL])
-        msg_id = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if MessageConst.PROPERTY_DELAY_TIME_LEVEL in props:
+            _check_delay_level(props[MessageConst.PROPERTY_DELAY_TIME_LEVEL])
+        msg_id = props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if msg_id is None:
-            msg_id = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
+            msg_id = props[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
         properties = check_and_encode_properties(props)
         sys_flag = 0
         if size >= self.compress_over:
@@ -560,9 +552,11 @@ class Producer:
             raise InvalidMessageError(f"the message body is {size} bytes, over the maximum of {self.max_message_size}")
         retry_fields = None
         if state.retry_topic:
-            retry_fields = (props.get(PROPERTY_RECONSUME_TIME), props.get(PROPERTY_MAX_RECONSUME_TIMES))
-        batchable = (not sys_flag and retry_fields is None and PROPERTY_DELAY_TIME_LEVEL not in props
-                     and props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false" and size <= self.auto_batch_max_bytes)
+            retry_fields = (props.get(MessageConst.PROPERTY_RECONSUME_TIME),
+                            props.get(MessageConst.PROPERTY_MAX_RECONSUME_TIMES))
+        batchable = (not sys_flag and retry_fields is None and MessageConst.PROPERTY_DELAY_TIME_LEVEL not in props
+                     and props.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK) != "false"
+                     and size <= self.auto_batch_max_bytes)
         return _Outgoing(topic, state.template, body, sys_flag, msg.flag, properties, msg_id, retry_fields, batchable)
 
     def _request(self, out: _Outgoing, queue: MessageQueue) -> RemotingCommand:
@@ -902,7 +896,8 @@ def _send_result(response: RemotingCommand, queue: MessageQueue, msg_id: str, ad
             if queue_id != queue.queue_id:
                 queue = MessageQueue(queue.topic, queue.broker_name, queue_id)
             return SendResult(_SEND_OK, msg_id, offset_msg_id, queue, queue_offset,
-                              ext.get(PROPERTY_MSG_REGION) or DEFAULT_REGION, ext.get(PROPERTY_TRACE_SWITCH) != "false",
+                              ext.get(MessageConst.PROPERTY_MSG_REGION) or DEFAULT_REGION,
+                              ext.get(MessageConst.PROPERTY_TRACE_SWITCH) != "false",
                               ext.get("transactionId"))
     return send_result_from_response(response.code, ext, message_queue=queue, msg_id=msg_id,
                                      remark=response.remark, addr=addr)

@@ -33,16 +33,18 @@ from typing import Any
 
 import structlog
 
-from client.consume_pull import PullResult, pull_sys_flag
+from client.consume_pull import PullResult
 from client.consume_types import ConsumeFromWhere, ConsumeType, MessageModel
 from client.consumer_api import ConsumerAPI, ConsumerStateError, subscribe_queues
 from client.errors import MQClientError, NoRouteError
 from client.instance import ClientConfig, MQClientInstance, acquire_instance, parse_namesrv_addr
 from client.message import MessageQueue
 from client.pull_decode import MessageExt
-from client.subscription import SubscriptionData, build_subscription, consumer_data_json
+from client.subscription import build_subscription, consumer_data_json
 from client.uniq import client_id
 from client.validators import check_group, check_topic
+from common.subscription import SubscriptionData
+from common.sysflag import pull_sys_flag
 from remoting.codes import SerializeType
 
 __all__ = ["BROKER_SUSPEND_MAX", "PULL_RPC_MARGIN", "PullConsumer"]

@@ -60,7 +60,7 @@ from typing import Any
 
 import structlog
 
-from client.consume_pull import PullStatus, pull_sys_flag
+from client.consume_pull import PullStatus
 from client.consume_service import ConcurrentConsumeService, OrderlyConsumeService
 from client.consume_types import (
     CONSUME_CONCURRENTLY_MAX_SPAN,
@@ -73,30 +73,22 @@ from client.consume_types import (
     ConsumeType,
     MessageModel,
     delay_level_for_retry,
-    is_retry_topic,
-    retry_topic,
 )
 from client.consumer_api import ConsumerAPI, ConsumerStateError, subscribe_queues
 from client.errors import MQClientError
 from client.instance import MQClientInstance, acquire_instance
-from client.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_MAX_OFFSET,
-    PROPERTY_MAX_RECONSUME_TIMES,
-    PROPERTY_MIN_OFFSET,
-    PROPERTY_ORIGIN_MESSAGE_ID,
-    PROPERTY_RECONSUME_TIME,
-    PROPERTY_RETRY_TOPIC,
-    Message,
-    MessageQueue,
-)
+from client.message import Message, MessageQueue
 from client.offset_store import LocalOffsetStore, OffsetTable, RemoteOffsetStore
 from client.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from client.producer import Producer
 from client.pull_decode import MessageExt, restore_retry_topics
 from client.rebalance import AllocateStrategy, allocate_averagely, plan_rebalance
-from client.subscription import SubscriptionData, build_subscription, consumer_data_json
+from client.subscription import build_subscription, consumer_data_json
 from client.validators import check_group, check_topic
+from common.message import MessageConst
+from common.subscription import SubscriptionData
+from common.sysflag import pull_sys_flag
+from common.topic import is_retry_topic, retry_topic
 from remoting.codes import ResponseCode, SerializeType
 from remoting.errors import PocketMQError, ResponseError
 
@@ -857,13 +849,14 @@ class PushConsumer:
         """The message RocketMQ's client produces to ``%RETRY%<group>`` when send-back fails. The broker moves
         it to the DLQ when RECONSUME_TIME reaches MAX_RECONSUME_TIMES."""
         props = dict(msg.properties)
-        for name in (PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET, PROPERTY_DELAY_TIME_LEVEL):
+        for name in (MessageConst.PROPERTY_MIN_OFFSET, MessageConst.PROPERTY_MAX_OFFSET,
+                     MessageConst.PROPERTY_DELAY_TIME_LEVEL):
             props.pop(name, None)
-        props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
-        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
+        props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, msg.topic)
+        props.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
         reconsume = self.max_reconsume_times if to_dlq else msg.reconsume_times + 1
-        props[PROPERTY_RECONSUME_TIME] = str(reconsume)
-        props[PROPERTY_MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
+        props[MessageConst.PROPERTY_RECONSUME_TIME] = str(reconsume)
+        props[MessageConst.PROPERTY_MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
         return Message(retry_topic(self.group), msg.body, properties=props, flag=msg.flag,
                        delay_level=delay_level_for_retry(msg.reconsume_times))
 

@@ -23,7 +23,8 @@ from dataclasses import replace
 
 from client.errors import NoRouteError
 from client.message import MessageQueue
-from remoting.route import MASTER_ID, PERM_WRITE, BrokerData, QueueData, TopicRouteData
+from common.topic_config import PermName
+from remoting.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
 __all__ = [
     "DEFAULT_TOPIC_QUEUE_NUMS",
@@ -73,7 +74,7 @@ def _writable_queues(topic: str, route: TopicRouteData, masters: dict[str, str])
     seen: set[str] = set()
     for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
         name = data.broker_name
-        if name in seen or not data.perm & PERM_WRITE or name not in masters:
+        if name in seen or not data.perm & PermName.PERM_WRITE or name not in masters:
             continue
         seen.add(name)
         queues.extend(MessageQueue(topic, name, qid) for qid in range(_queue_count(data.write_queue_nums)))

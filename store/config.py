@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from store.record import parse_host_port
+from common.record import parse_host_port
 
 CQ_STORE_UNIT_SIZE = 20
 OS_PAGE_SIZE = 4096
