@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from common.message import parse_properties
+from common.record import Blank, MessageRecord, decode_message_id, decode_record
 from remoting import route as rd
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -25,7 +27,6 @@ from remoting.headers import (
     TopicQueueRequestHeader,
     ViewMessageRequestHeader,
 )
-from store.record import Blank, MessageRecord, decode_message_id, decode_record, parse_properties
 
 __all__ = ["AdminClient", "AdminError", "BrokerInfo", "QueueStatus", "split_namesrv"]
 

@@ -27,11 +27,11 @@ from admin.cluster import LocalCluster
 from client import Message, Producer
 from client.message import SendStatus
 from common.logs import configure_logging
+from common.record import decode_records
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import PullMessageRequestHeader
-from store.record import decode_records
 
 TOPIC = "DemoOrders"
 QUEUES = 4

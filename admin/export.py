@@ -54,7 +54,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from common.config import ConfigError, load_properties
+from common.errors import RecordFormatError
 from common.files import fsync_directory, write_atomically
+from common.record import Blank, decode_record
 from spark_jobs.manifest import (
     COMMITLOG_DIR,
     MANIFEST_NAME,
@@ -66,8 +68,6 @@ from spark_jobs.manifest import (
     verify_export,
 )
 from store.checkpoint import StoreCheckpoint
-from store.errors import RecordFormatError
-from store.record import Blank, decode_record
 
 DEFAULT_SPLIT_INTERVAL = 4 << 20
 """A split point (a record boundary a reader may start a task at) at least every 4 MiB."""

@@ -1,12 +1,12 @@
 """``rmq-bench spark``: the Spark commit-log reader and the analytics job (issue 8's benchmark, never a test).
 
 1. Generate a store of ``--messages`` records (default 1,000,000) written byte for byte in RocketMQ 4.x's
-   layout with the store's reference encoder (:func:`store.record.encode_record`): five topics with uneven
+   layout with the model's reference encoder (:func:`common.record.encode_record`): five topics with uneven
    volume, eight queues each (one hot), twelve producer hosts, an hour of store times, store latencies with
    a long tail and a little clock skew, tags, keys, 0.1 % producer retries (repeated UNIQ_KEY) and 2 %
    zlib-compressed bodies.
 2. Export it with :func:`admin.export.export_commit_log` (timed).
-3. Scan the export in one plain Python process: :func:`store.record.decode_record` on every record, one
+3. Scan the export in one plain Python process: :func:`common.record.decode_record` on every record, one
    tuple of the same fields per row (what a script without Spark does) — and, for reference, the reader's
    own Arrow path in one process (:func:`spark_jobs.records.scan_range`, no Spark).
 4. The Spark reader (``local[2]`` unless ``--master``): every column of every row through a ``noop`` write,
@@ -34,14 +34,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.record import (
-    END_FILE_MIN_BLANK_LENGTH,
-    MessageSysFlag,
-    encode_blank_into,
-    encode_host,
-    encode_properties,
-    encode_record,
-)
+from common.message import encode_properties
+from common.record import END_FILE_MIN_BLANK_LENGTH, encode_blank_into, encode_host, encode_record
+from common.sysflag import MessageSysFlag
 
 ROOT = Path(__file__).resolve().parent.parent
 START_MS = 1_714_557_600_000  # 2024-05-01T10:00:00Z
@@ -183,8 +178,9 @@ def plain_scan(export: str) -> tuple[int, float]:
     """One process, the store's decoder, one tuple per row: (rows, seconds)."""
     import mmap
 
+    from common.message import parse_properties
+    from common.record import Blank, decode_record, format_host
     from spark_jobs.manifest import resolve_input
-    from store.record import Blank, decode_record, format_host, parse_properties
 
     found = resolve_input(export)
     rows = 0

@@ -2,7 +2,8 @@
 
 Heartbeat bodies come in several dialects (reference §12): enum names (``"CLUSTERING"``) from Java and
 JavaScript clients, ordinals (``messageModel:1``) and string ``subVersion`` from the C++ client, empty
-sets omitted, and msgpack from our own SDK. :func:`parse_heartbeat` turns all of them into one typed shape.
+sets omitted, and msgpack from our own SDK. :func:`parse_heartbeat` turns all of them into one typed shape
+(subscriptions are the model's :class:`~common.subscription.SubscriptionData`).
 A client is forgotten when its connection closes or it unregisters; silent connections are closed by the
 remoting server's idle scan (120 s).
 """
@@ -13,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.errors import FieldFormatError
+from common.subscription import SubscriptionData
 from remoting.connection import Connection
 from remoting.errors import InvalidHeaderError
 
@@ -39,40 +42,6 @@ def _enum_name(value: object, names: tuple[str, ...], default: str) -> str:
     return default
 
 
-def _int(value: object, default: int = 0) -> int:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return default
-    return default
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionData:
-    topic: str
-    sub_string: str = "*"
-    tags_set: frozenset[str] = frozenset()
-    code_set: frozenset[int] = frozenset()
-    sub_version: int = 0
-    expression_type: str = "TAG"
-
-    @property
-    def matches_all(self) -> bool:
-        return self.sub_string.strip() in ("", "*")
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "classFilterMode": False, "codeSet": sorted(self.code_set), "expressionType": self.expression_type,
-            "subString": self.sub_string, "subVersion": self.sub_version, "tagsSet": sorted(self.tags_set),
-            "topic": self.topic,
-        }
-
-
 @dataclass(frozen=True, slots=True)
 class ConsumerData:
     group_name: str
@@ -90,17 +59,10 @@ class HeartbeatData:
 
 
 def _subscription(raw: dict[str, Any]) -> SubscriptionData:
-    topic = raw.get("topic")
-    if not isinstance(topic, str) or not topic:
-        raise InvalidHeaderError("heartbeat subscription without a topic")
-    return SubscriptionData(
-        topic=topic,
-        sub_string=str(raw.get("subString") or "*"),
-        tags_set=frozenset(str(t) for t in raw.get("tagsSet") or ()),
-        code_set=frozenset(_int(c) for c in raw.get("codeSet") or ()),
-        sub_version=_int(raw.get("subVersion")),
-        expression_type=str(raw.get("expressionType") or "TAG"),
-    )
+    try:
+        return SubscriptionData.from_json_dict(raw)
+    except FieldFormatError as exc:
+        raise InvalidHeaderError(f"heartbeat {exc}") from None
 
 
 def _consumer(raw: dict[str, Any]) -> ConsumerData:

@@ -1,8 +1,8 @@
 """The broker's ``config/`` files, kept by the store's metadata tables (one atomic writer, one format).
 
-* topics: :class:`~broker.topic_manager.TopicConfigManager` owns the live table (as the name-server
-  registration shape); :func:`save_topics`/:func:`load_topics` move it through the store's
-  :class:`~store.metadata.TopicConfigTable` (``topics.json``), whose JSON shape is the same;
+* topics: :class:`~broker.topic_manager.TopicConfigManager` owns the live table of the model's
+  :class:`~common.topic_config.TopicConfig`; :func:`save_topics`/:func:`load_topics` move it through the
+  store's :class:`~store.metadata.TopicConfigTable` (``topics.json``);
 * consumer offsets, subscription groups and delay offsets: the store's tables, extended here with the
   broker's needs (dirty tracking for the 5 s persist loop, bounds on what clients can create, merge by
   maximum for slaves).
@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from remoting.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from common.topic_config import DataVersion, TopicConfig
+from remoting.route import TopicConfigSerializeWrapper
 from store.metadata import (
     ConsumerOffsetTable,
     DelayOffsetTable,
@@ -21,7 +22,6 @@ from store.metadata import (
     SubscriptionGroupTable,
     TopicConfigTable,
 )
-from store.metadata import TopicConfig as StoredTopicConfig
 
 #: Bounds on what clients can make the broker remember (every commit or pull may name a new key).
 MAX_OFFSET_KEYS = 1_000_000
@@ -39,18 +39,14 @@ def load_topics(path: str) -> StoredTopics:
     table = TopicConfigTable(path)
     if not table.load():
         return StoredTopics()
-    topics = [TopicConfig.from_json_dict(cfg.to_json()) for cfg in table.table.values()]
-    version = DataVersion(table.data_version.counter, table.data_version.timestamp)
-    return StoredTopics(topics, version)
+    return StoredTopics(list(table.table.values()), table.data_version)
 
 
 def save_topics(path: str, wrapper: TopicConfigSerializeWrapper) -> None:
     """Blocking: write ``topics.json`` atomically."""
     table = TopicConfigTable(path)
-    table.table = {name: StoredTopicConfig.from_json(cfg.to_json_dict())
-                   for name, cfg in wrapper.topic_config_table.items()}
-    table.data_version.counter = wrapper.data_version.counter
-    table.data_version.timestamp = wrapper.data_version.timestamp
+    table.table = dict(wrapper.topic_config_table)
+    table.data_version = wrapper.data_version.copy()
     table.persist()
 
 

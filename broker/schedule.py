@@ -17,22 +17,25 @@ from typing import Any
 
 from broker.metadata import DelayOffsets
 from common.logs import get_logger
+from common.message import MessageConst, encode_properties, parse_properties
+from common.record import decode_record
 from common.service import PeriodicService
+from common.topic import RMQ_SYS_SCHEDULE_TOPIC
 from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
-from store.record import SCHEDULE_TOPIC, MessageConst, decode_record, encode_properties, parse_properties
 from store.results import GetMessageStatus, PutMessageResult
 
 log = get_logger("broker.schedule")
 
-_SCHEDULE_PROPS = (MessageConst.DELAY, MessageConst.REAL_TOPIC, MessageConst.REAL_QID)
+_SCHEDULE_PROPS = (MessageConst.PROPERTY_DELAY_TIME_LEVEL, MessageConst.PROPERTY_REAL_TOPIC,
+                   MessageConst.PROPERTY_REAL_QUEUE_ID)
 
 
 def restore_message(record: Any) -> MessageExtBrokerInner:
     """The message a scheduled record stands for, back on its real topic and queue."""
     props = parse_properties(record.properties)
-    topic = props.get(MessageConst.REAL_TOPIC, record.topic)
-    queue_id = int(props.get(MessageConst.REAL_QID, "0") or 0)
+    topic = props.get(MessageConst.PROPERTY_REAL_TOPIC, record.topic)
+    queue_id = int(props.get(MessageConst.PROPERTY_REAL_QUEUE_ID, "0") or 0)
     for name in _SCHEDULE_PROPS:
         props.pop(name, None)
     return MessageExtBrokerInner(
@@ -69,7 +72,7 @@ class ScheduleMessageService(PeriodicService):
     async def _deliver_level(self, level: int, now_ms: int) -> int:
         queue_id = level - 1
         offset = self.offsets.offset_table.get(level, 0)
-        result = self.store.get_messages("SCHEDULE", SCHEDULE_TOPIC, queue_id, offset, 32)
+        result = self.store.get_messages("SCHEDULE", RMQ_SYS_SCHEDULE_TOPIC, queue_id, offset, 32)
         if result.status is not GetMessageStatus.FOUND:
             if result.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):
                 self._advance(level, result.next_begin_offset)

@@ -1,7 +1,8 @@
 """``TopicConfigManager``: the broker's topics, their auto-creation, versioning and persistence.
 
-Topics live in memory as :class:`remoting.route.TopicConfig` (the shape registered with name servers);
-every change bumps the :class:`~remoting.route.DataVersion` and calls ``on_change``, which the controller
+Topics live in memory as the model's :class:`~common.topic_config.TopicConfig` (the shape registered with
+name servers, and written to topics.json); every change bumps the :class:`~common.topic_config.DataVersion`
+and calls ``on_change``, which the controller
 wires to "persist topics.json in a thread and re-register with every name server". Auto-creation follows
 RocketMQ (reference §7): a send to an unknown topic names a default topic (``TBW102``) whose perm has the
 INHERIT bit; the new topic gets ``min(client queue nums, default write queue nums)`` queues and the
@@ -11,36 +12,24 @@ default's perm without INHERIT.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Iterable
 
-import structlog
+from common.logs import get_logger
+from common.topic import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    RMQ_SYS_OFFSET_MOVED_EVENT,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_SELF_TEST_TOPIC,
+    is_retry_topic,
+)
+from common.topic_config import DataVersion, PermName, TopicConfig
+from remoting.route import TopicConfigSerializeWrapper
 
-from remoting.route import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig, TopicConfigSerializeWrapper
+log = get_logger("broker.topics")
 
-log = structlog.get_logger("broker.topics")
-
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-TOPIC_MAX_LENGTH = 127
 #: A broker that accepted topics without limit from the network could be made to exhaust memory and disk.
 MAX_TOPICS = 100_000
-_TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def validate_topic(topic: str) -> str | None:
-    """Why ``topic`` is not a valid topic name, or None when it is (RocketMQ's TopicValidator)."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
-    if not _TOPIC_PATTERN.match(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    return None
+_READ_WRITE = PermName.PERM_READ | PermName.PERM_WRITE
 
 
 class TopicConfigManager:
@@ -63,16 +52,17 @@ class TopicConfigManager:
         self._system = self._system_topics(cluster_name, broker_name, default_topic_queue_nums, schedule_queue_nums)
 
     def _system_topics(self, cluster: str, broker: str, default_nums: int, schedule_nums: int) -> list[TopicConfig]:
-        rw = PERM_READ | PERM_WRITE
+        rw = _READ_WRITE
+        inherit = PermName.PERM_INHERIT
         topics = [
-            TopicConfig(SELF_TEST_TOPIC, 1, 1, rw),
-            TopicConfig(OFFSET_MOVED_EVENT, 1, 1, rw),
-            TopicConfig(SCHEDULE_TOPIC, schedule_nums, schedule_nums, rw),
-            TopicConfig(cluster, 16, 16, rw | PERM_INHERIT),
-            TopicConfig(broker, 1, 1, rw | PERM_INHERIT),
+            TopicConfig(RMQ_SYS_SELF_TEST_TOPIC, 1, 1, rw),
+            TopicConfig(RMQ_SYS_OFFSET_MOVED_EVENT, 1, 1, rw),
+            TopicConfig(RMQ_SYS_SCHEDULE_TOPIC, schedule_nums, schedule_nums, rw),
+            TopicConfig(cluster, 16, 16, rw | inherit),
+            TopicConfig(broker, 1, 1, rw | inherit),
         ]
         if self.auto_create_topic_enable:
-            topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY, default_nums, default_nums, rw | PERM_INHERIT))
+            topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, default_nums, default_nums, rw | inherit))
         return topics
 
     def load(self, stored: Iterable[TopicConfig], version: DataVersion | None) -> None:
@@ -102,15 +92,15 @@ class TopicConfigManager:
         config = self.table.get(topic)
         if config is not None:
             return config
-        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return self.create_system_topic(topic, 1, PERM_READ | PERM_WRITE)
+        if is_retry_topic(topic):
+            return self.create_system_topic(topic, 1, _READ_WRITE)
         default = self.table.get(default_topic)
-        if default is None or not default.perm & PERM_INHERIT:
+        if default is None or not default.perm & PermName.PERM_INHERIT:
             return None
-        if default_topic == AUTO_CREATE_TOPIC_KEY and not self.auto_create_topic_enable:
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.auto_create_topic_enable:
             return None
         nums = max(1, min(client_queue_nums, default.write_queue_nums))
-        config = TopicConfig(topic, nums, nums, default.perm & ~PERM_INHERIT)
+        config = TopicConfig(topic, nums, nums, default.perm & ~PermName.PERM_INHERIT)
         log.info("topic_auto_created", topic=topic, queues=nums, by=remote_addr, default_topic=default_topic)
         return self._put(config)
 

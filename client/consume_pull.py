@@ -1,5 +1,6 @@
 """A PULL_MESSAGE response as the consumer sees it: :class:`PullStatus` and :class:`PullResult`
-(RocketMQ's ``PullAPIWrapper.processPullResult``), plus the request's sysFlag bits.
+(RocketMQ's ``PullAPIWrapper.processPullResult``). The request's sysFlag bits are the model's
+(:class:`common.sysflag.PullSysFlag`).
 
 Response code → status (reference §2.5): 0 SUCCESS → FOUND, 19 PULL_NOT_FOUND → NO_NEW_MSG,
 20 PULL_RETRY_IMMEDIATELY → NO_MATCHED_MSG, 21 PULL_OFFSET_MOVED → OFFSET_ILLEGAL; any other code is the
@@ -18,9 +19,10 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from client.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, MessageQueue
+from client.message import MessageQueue
 from client.pull_decode import MessageExt, decode_messages
-from client.subscription import SubscriptionData
+from common.message import MessageConst
+from common.subscription import SubscriptionData
 from remoting.codes import ResponseCode
 from remoting.command import Body
 from remoting.errors import InvalidHeaderError, error_for_response
@@ -28,10 +30,8 @@ from remoting.errors import InvalidHeaderError, error_for_response
 __all__ = [
     "PullResult",
     "PullStatus",
-    "PullSysFlag",
     "pull_result_from_response",
     "pull_status_for_code",
-    "pull_sys_flag",
 ]
 
 
@@ -43,35 +43,6 @@ class PullStatus(enum.Enum):
 
 
 _STATUS_BY_CODE: dict[int, PullStatus] = {int(status.value): status for status in PullStatus}
-
-
-class PullSysFlag(enum.IntFlag):
-    """Bits of a PULL_MESSAGE request's ``sysFlag`` (reference §2.4)."""
-
-    COMMIT_OFFSET = 0x1
-    SUSPEND = 0x2
-    SUBSCRIPTION = 0x4
-    CLASS_FILTER = 0x8
-    LITE_PULL = 0x10
-
-
-def pull_sys_flag(
-    *, commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool = False, lite_pull: bool = False
-) -> int:
-    """The request's sysFlag. A push consumer sends ``COMMIT_OFFSET | SUSPEND`` (and ``SUBSCRIPTION`` only
-    when it passes its expression instead of relying on the one its heartbeat registered)."""
-    flag = 0
-    if commit_offset:
-        flag |= PullSysFlag.COMMIT_OFFSET
-    if suspend:
-        flag |= PullSysFlag.SUSPEND
-    if subscription:
-        flag |= PullSysFlag.SUBSCRIPTION
-    if class_filter:
-        flag |= PullSysFlag.CLASS_FILTER
-    if lite_pull:
-        flag |= PullSysFlag.LITE_PULL
-    return int(flag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +102,12 @@ def pull_result_from_response(
     suggest = _required_int(fields, "suggestWhichBrokerId")
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND and body:
-        messages = decode_messages(body, decompress=decompress, check_crc=check_crc)
+        # MIN_OFFSET / MAX_OFFSET properties and the broker name on every message, as the Java client does.
+        suffix = (f"\x02{MessageConst.PROPERTY_MIN_OFFSET}\x01{min_offset}"
+                  f"\x02{MessageConst.PROPERTY_MAX_OFFSET}\x01{max_offset}")
+        messages = decode_messages(body, decompress=decompress, check_crc=check_crc,
+                                   broker_name=message_queue.broker_name, properties_suffix=suffix)
         if subscription is not None and not subscription.is_all:
             matches = subscription.matches
             messages = [message for message in messages if matches(message.tags)]
-        _stamp(messages, min_offset, max_offset, message_queue.broker_name)
     return PullResult(status, next_begin, min_offset, max_offset, messages, suggest)
-
-
-def _stamp(messages: list[MessageExt], min_offset: int, max_offset: int, broker_name: str) -> None:
-    """MIN_OFFSET / MAX_OFFSET properties and the broker name on every message (Java does the same)."""
-    suffix = f"\x02{PROPERTY_MIN_OFFSET}\x01{min_offset}\x02{PROPERTY_MAX_OFFSET}\x01{max_offset}"
-    for message in messages:
-        message._append_properties_text(suffix)
-        message.broker_name = broker_name

@@ -1,4 +1,5 @@
-"""Consumer enums, defaults, retry/DLQ topic names and delay levels (reference §8).
+"""Consumer enums, defaults and delay levels (reference §8); the retry and DLQ topic names are the model's
+(:mod:`common.topic`).
 
 The enums' values are the Java enum names that HEART_BEAT bodies carry; :meth:`from_wire` also accepts the
 ordinals some third-party clients send instead (reference §12).
@@ -14,31 +15,21 @@ import enum
 import re
 from typing import Self
 
-from client.message import RETRY_GROUP_TOPIC_PREFIX
-
 __all__ = [
     "CONSUME_CONCURRENTLY_MAX_SPAN",
     "DEFAULT_DELAY_LEVELS",
     "DEFAULT_MAX_RECONSUME_TIMES",
-    "DLQ_GROUP_TOPIC_PREFIX",
     "PULL_BATCH_SIZE",
     "PULL_THRESHOLD_FOR_QUEUE",
     "PULL_THRESHOLD_SIZE_FOR_QUEUE",
-    "RETRY_GROUP_TOPIC_PREFIX",
     "ConsumeFromWhere",
     "ConsumeResult",
     "ConsumeType",
     "DelayLevelError",
     "MessageModel",
     "delay_level_for_retry",
-    "dlq_topic",
-    "is_dlq_topic",
-    "is_retry_topic",
     "parse_delay_levels",
-    "retry_topic",
 ]
-
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 # Push consumer defaults (DefaultMQPushConsumer).
 PULL_BATCH_SIZE = 32
@@ -126,33 +117,12 @@ class ConsumeResult(enum.Enum):
     RECONSUME_LATER = "RECONSUME_LATER"
 
 
-# -- topics ----------------------------------------------------------------------------------------------
-
-
-def retry_topic(consumer_group: str) -> str:
-    """``%RETRY%<group>``: where a group's failed messages come back from."""
-    return RETRY_GROUP_TOPIC_PREFIX + consumer_group
-
-
-def dlq_topic(consumer_group: str) -> str:
-    """``%DLQ%<group>``: where messages go after ``max_reconsume_times`` failures."""
-    return DLQ_GROUP_TOPIC_PREFIX + consumer_group
-
-
-def is_retry_topic(topic: str) -> bool:
-    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-
-
-def is_dlq_topic(topic: str) -> bool:
-    return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+# -- delay levels ----------------------------------------------------------------------------------------
 
 
 def delay_level_for_retry(reconsume_times: int) -> int:
     """The delay level the broker uses for a send-back with delay level 0 (``3 + reconsume_times``)."""
     return RETRY_DELAY_LEVEL_BASE + reconsume_times
-
-
-# -- delay levels ----------------------------------------------------------------------------------------
 
 
 class DelayLevelError(ValueError):

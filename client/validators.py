@@ -8,25 +8,24 @@ on the body it will really send (after compression; for a batch, the encoded bat
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from client.core.errors import InvalidMessageError
-from client.message import (
-    MAX_PROPERTIES_BYTES,
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-    Message,
-    encode_properties,
+from client.message import Message
+from common.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, encode_properties
+from common.record import MAX_PROPERTIES_LENGTH
+from common.topic import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    NOT_ALLOWED_SEND_TOPIC_SET,
+    TOPIC_MAX_LENGTH,
+    VALID_CHARACTERS,
+    is_topic_or_group_illegal,
 )
 
 __all__ = [
-    "AUTO_CREATE_TOPIC_KEY",
     "CHARACTER_MAX_LENGTH",
     "DEFAULT_MAX_MESSAGE_SIZE",
-    "FORBIDDEN_TOPICS",
     "RESERVED_PRODUCER_GROUPS",
-    "TOPIC_MAX_LENGTH",
     "check_and_encode_properties",
     "check_body_size",
     "check_group",
@@ -35,27 +34,10 @@ __all__ = [
     "check_topic",
 ]
 
-TOPIC_MAX_LENGTH = 127
 CHARACTER_MAX_LENGTH = 255
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-#: The default topic brokers auto-create others from; a route to look up, never a destination.
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-#: System topics no producer may send to directly.
-FORBIDDEN_TOPICS = frozenset(
-    {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
 #: Producer groups the RocketMQ client keeps for itself.
 RESERVED_PRODUCER_GROUPS = frozenset({"DEFAULT_PRODUCER", "CLIENT_INNER_PRODUCER"})
-
-_LEGAL_NAME = re.compile(r"[%|a-zA-Z0-9_-]+").fullmatch
-_LEGAL_CHARS = "%|a-zA-Z0-9_-"
 
 
 def _check_name(kind: str, name: object, max_length: int) -> str:
@@ -63,18 +45,18 @@ def _check_name(kind: str, name: object, max_length: int) -> str:
         raise InvalidMessageError(f"the {kind} is blank")
     if len(name) > max_length:
         raise InvalidMessageError(f"the {kind} is {len(name)} characters long, over the limit {max_length}")
-    if _LEGAL_NAME(name) is None:
-        raise InvalidMessageError(f"the {kind} {name!r} contains characters other than [{_LEGAL_CHARS}]")
+    if is_topic_or_group_illegal(name):
+        raise InvalidMessageError(f"the {kind} {name!r} contains characters other than [{VALID_CHARACTERS}]")
     return name
 
 
 def check_topic(topic: object, *, allow_system: bool = False) -> str:
     """A topic a user may send to: non-blank, at most 127 characters of ``[%|a-zA-Z0-9_-]``, not ``TBW102``
-    and, unless ``allow_system``, not one of :data:`FORBIDDEN_TOPICS`."""
+    and, unless ``allow_system``, not one of :data:`common.topic.NOT_ALLOWED_SEND_TOPIC_SET`."""
     name = _check_name("topic", topic, TOPIC_MAX_LENGTH)
-    if name == AUTO_CREATE_TOPIC_KEY:
+    if name == AUTO_CREATE_TOPIC_KEY_TOPIC:
         raise InvalidMessageError(f"the topic {name} is the auto-create key topic and cannot be sent to")
-    if not allow_system and name in FORBIDDEN_TOPICS:
+    if not allow_system and name in NOT_ALLOWED_SEND_TOPIC_SET:
         raise InvalidMessageError(f"sending to the system topic {name} is forbidden")
     return name
 
@@ -134,6 +116,6 @@ def check_and_encode_properties(properties: Mapping[str, str]) -> str:
     if text.count(NAME_VALUE_SEPARATOR) != entries or text.count(PROPERTY_SEPARATOR) != max(entries - 1, 0):
         raise InvalidMessageError("message property names and values must not contain \\x01 or \\x02")
     # A UTF-8 character is at most 4 bytes, so short strings need no encode to be measured.
-    if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
-        raise InvalidMessageError(f"message properties exceed {MAX_PROPERTIES_BYTES} bytes when encoded")
+    if len(text) * 4 > MAX_PROPERTIES_LENGTH and len(text.encode()) > MAX_PROPERTIES_LENGTH:
+        raise InvalidMessageError(f"message properties exceed {MAX_PROPERTIES_LENGTH} bytes when encoded")
     return text

@@ -101,7 +101,7 @@ class NamesrvProcessor:
 
     def query_data_version(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryDataVersionRequestHeader.from_command(req)
-        theirs = rd.DataVersion.from_json_dict(rd.decode_body(bytes(req.body or b"{}"), req.serialize_type))
+        theirs = rd.decode_data_version(req.body, req.serialize_type)
         changed = self.routes.is_broker_topic_config_changed(h.broker_addr, theirs)
         if not changed:
             self.routes.update_broker_info_update_timestamp(h.broker_addr)

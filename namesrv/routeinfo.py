@@ -20,17 +20,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from common.topic_config import DataVersion, TopicConfig
 from remoting.errors import InvalidHeaderError
-from remoting.route import (
-    MASTER_ID,
-    BrokerData,
-    ClusterInfo,
-    DataVersion,
-    QueueData,
-    TopicConfig,
-    TopicConfigSerializeWrapper,
-    TopicRouteData,
-)
+from remoting.route import MASTER_ID, BrokerData, ClusterInfo, QueueData, TopicConfigSerializeWrapper, TopicRouteData
 
 __all__ = [
     "BROKER_CHANNEL_EXPIRED_SECONDS",

@@ -1,8 +1,10 @@
-"""Route and registration bodies shared by the name server, the broker and the client (reference §3).
+"""Route and registration bodies shared by the name server, the broker and the client (reference §3); the
+topic configs and data versions inside them are the model's (:mod:`common.topic_config`).
 
 Every shape has ``to_json_dict()`` (Java's field names, keys in fastjson's alphabetical order, ``None``
 fields left out) and a tolerant ``from_json_dict()`` (old spellings such as ``topicSynFlag``, ``int`` or
-``str`` ids in ``brokerAddrs``, enum ordinals or names, missing optional fields). The dicts hold only
+``str`` ids in ``brokerAddrs``, enum ordinals or names, missing optional fields; the readers of
+:mod:`common.fields`), raising :class:`BodyDecodeError` for a body of the wrong shape. The dicts hold only
 ``str``/``int``/``bool``/``list``/``dict`` values, so they serialise to JSON with :mod:`remoting.fastjson`
 and to msgpack alike (:func:`encode_body` / :func:`decode_body`).
 
@@ -28,16 +30,19 @@ The compressed form carries neither ``topicSysFlag`` nor ``order``; they decode 
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
-import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import msgpack
 
+from common.errors import FieldFormatError
+from common.fields import as_dict, as_int, as_list, as_opt_str, as_str, as_str_list, pick
+from common.topic_config import DataVersion, TopicConfig
 from remoting import fastjson
 from remoting.codes import ROCKETMQ_VERSION, SerializeType
 from remoting.errors import PocketMQError
@@ -45,25 +50,20 @@ from remoting.errors import PocketMQError
 __all__ = [
     "MASTER_ID",
     "MAX_INFLATED_REGISTER_BODY",
-    "PERM_INHERIT",
-    "PERM_PRIORITY",
-    "PERM_READ",
-    "PERM_WRITE",
     "REGISTER_BODY_MIN_VERSION",
     "BodyDecodeError",
     "BrokerData",
     "ClusterInfo",
-    "DataVersion",
     "KVTable",
     "QueueData",
     "RegisterBrokerBody",
-    "TopicConfig",
     "TopicConfigSerializeWrapper",
     "TopicList",
     "TopicRouteData",
     "body_crc32",
     "decode_body",
     "decode_cluster_info",
+    "decode_data_version",
     "decode_register_body",
     "decode_route",
     "encode_body",
@@ -71,11 +71,6 @@ __all__ = [
     "encode_register_body",
     "encode_route",
 ]
-
-PERM_PRIORITY = 0x8
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
 
 #: brokerId of a master; slaves have ids >= 1.
 MASTER_ID = 0
@@ -87,97 +82,34 @@ REGISTER_BODY_MIN_VERSION = 37
 #: it a thousandfold; a real broker's topic table (~50 bytes per topic) stays far below this.
 MAX_INFLATED_REGISTER_BODY = 64 * 1024 * 1024
 
-_TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 _INT32 = struct.Struct(">i")
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class BodyDecodeError(PocketMQError, ValueError):
     """A request or response body does not have the expected shape."""
 
 
-# -- tolerant field readers ------------------------------------------------------------------------------
+def _decoding(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Raise the model's :class:`~common.errors.FieldFormatError` (a field of the wrong shape, found by the
+    :mod:`common.fields` readers) as this layer's :class:`BodyDecodeError`, which carries a response code."""
 
+    @functools.wraps(fn)
+    def decoding(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return fn(*args, **kwargs)
+        except FieldFormatError as exc:
+            raise BodyDecodeError(str(exc)) from None
 
-def _pick(d: Mapping[str, Any], *names: str) -> Any:
-    """The value of the first of ``names`` present in ``d`` (``None`` if none is)."""
-    for name in names:
-        value = d.get(name)
-        if value is not None:
-            return value
-    return None
-
-
-def _as_dict(value: Any, what: str) -> dict[Any, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise BodyDecodeError(f"{what}: expected an object, got {type(value).__name__}")
-    return value
+    return decoding
 
 
 def _root(value: Any, what: str) -> dict[Any, Any]:
     """A decoded body's top level, which must be an object (``null`` is refused too)."""
     if value is None:
         raise BodyDecodeError(f"{what}: expected an object, got null")
-    return _as_dict(value, what)
-
-
-def _as_list(value: Any, what: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list | tuple):
-        raise BodyDecodeError(f"{what}: expected an array, got {type(value).__name__}")
-    return list(value)
-
-
-def _as_int(value: Any, what: str, default: int | None = None) -> int:
-    if value is None and default is not None:
-        return default
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            pass
-    raise BodyDecodeError(f"{what}: expected an integer, got {value!r:.40}")
-
-
-def _as_str(value: Any, what: str) -> str:
-    if isinstance(value, str):
-        return value
-    raise BodyDecodeError(f"{what}: expected a string, got {value!r:.40}")
-
-
-def _as_opt_str(value: Any, what: str) -> str | None:
-    return None if value is None else _as_str(value, what)
-
-
-def _as_bool(value: Any, what: str) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise BodyDecodeError(f"{what}: expected a boolean, got {value!r:.40}")
-
-
-def _as_filter_type(value: Any) -> str:
-    """``TopicFilterType`` by name or by ordinal."""
-    if value is None:
-        return "SINGLE_TAG"
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(_TOPIC_FILTER_TYPES):
-        return _TOPIC_FILTER_TYPES[value]
-    if isinstance(value, str) and value in _TOPIC_FILTER_TYPES:
-        return value
-    raise BodyDecodeError(f"topicFilterType: unknown value {value!r:.40}")
-
-
-def _as_str_list(value: Any, what: str) -> list[str]:
-    return [_as_str(item, what) for item in _as_list(value, what)]
+    return as_dict(value, what)
 
 
 # -- shapes ----------------------------------------------------------------------------------------------
@@ -203,15 +135,16 @@ class QueueData:
         }
 
     @classmethod
+    @_decoding
     def from_json_dict(cls, d: Mapping[str, Any]) -> QueueData:
-        d = _as_dict(d, "queueData")
+        d = as_dict(d, "queueData")
         return cls(
-            broker_name=_as_str(d.get("brokerName"), "queueData.brokerName"),
-            read_queue_nums=_as_int(d.get("readQueueNums"), "queueData.readQueueNums", 0),
-            write_queue_nums=_as_int(d.get("writeQueueNums"), "queueData.writeQueueNums", 0),
-            perm=_as_int(d.get("perm"), "queueData.perm", 0),
+            broker_name=as_str(d.get("brokerName"), "queueData.brokerName"),
+            read_queue_nums=as_int(d.get("readQueueNums"), "queueData.readQueueNums", 0),
+            write_queue_nums=as_int(d.get("writeQueueNums"), "queueData.writeQueueNums", 0),
+            perm=as_int(d.get("perm"), "queueData.perm", 0),
             # Spelled topicSynFlag before 4.9.0, and still so in the Go client.
-            topic_sys_flag=_as_int(_pick(d, "topicSysFlag", "topicSynFlag"), "queueData.topicSysFlag", 0),
+            topic_sys_flag=as_int(pick(d, "topicSysFlag", "topicSynFlag"), "queueData.topicSysFlag", 0),
         )
 
     def copy(self) -> QueueData:
@@ -250,15 +183,16 @@ class BrokerData:
         }
 
     @classmethod
+    @_decoding
     def from_json_dict(cls, d: Mapping[str, Any]) -> BrokerData:
-        d = _as_dict(d, "brokerData")
+        d = as_dict(d, "brokerData")
         addrs = {
-            _as_int(key, "brokerData.brokerAddrs key"): _as_str(addr, "brokerData.brokerAddrs value")
-            for key, addr in _as_dict(d.get("brokerAddrs"), "brokerData.brokerAddrs").items()
+            as_int(key, "brokerData.brokerAddrs key"): as_str(addr, "brokerData.brokerAddrs value")
+            for key, addr in as_dict(d.get("brokerAddrs"), "brokerData.brokerAddrs").items()
         }
         return cls(
-            cluster=_as_str(_pick(d, "cluster") or "", "brokerData.cluster"),
-            broker_name=_as_str(d.get("brokerName"), "brokerData.brokerName"),
+            cluster=as_str(pick(d, "cluster") or "", "brokerData.cluster"),
+            broker_name=as_str(d.get("brokerName"), "brokerData.brokerName"),
             broker_addrs=addrs,
         )
 
@@ -286,17 +220,18 @@ class TopicRouteData:
         return d
 
     @classmethod
+    @_decoding
     def from_json_dict(cls, d: Mapping[str, Any]) -> TopicRouteData:
-        d = _as_dict(d, "topicRouteData")
-        filters = _as_dict(d.get("filterServerTable"), "filterServerTable")
+        d = as_dict(d, "topicRouteData")
+        filters = as_dict(d.get("filterServerTable"), "filterServerTable")
         return cls(
-            queue_datas=[QueueData.from_json_dict(q) for q in _as_list(d.get("queueDatas"), "queueDatas")],
+            queue_datas=[QueueData.from_json_dict(q) for q in as_list(d.get("queueDatas"), "queueDatas")],
             broker_datas=[
-                BrokerData.from_json_dict(b) for b in _as_list(d.get("brokerDatas"), "brokerDatas")
+                BrokerData.from_json_dict(b) for b in as_list(d.get("brokerDatas"), "brokerDatas")
             ],
-            order_topic_conf=_as_opt_str(d.get("orderTopicConf"), "orderTopicConf"),
+            order_topic_conf=as_opt_str(d.get("orderTopicConf"), "orderTopicConf"),
             filter_server_table={
-                _as_str(addr, "filterServerTable key"): _as_str_list(servers, "filterServerTable value")
+                as_str(addr, "filterServerTable key"): as_str_list(servers, "filterServerTable value")
                 for addr, servers in filters.items()
             },
         )
@@ -308,95 +243,6 @@ class TopicRouteData:
             broker_datas=[b.copy() for b in self.broker_datas],
             order_topic_conf=self.order_topic_conf,
             filter_server_table={addr: list(servers) for addr, servers in self.filter_server_table.items()},
-        )
-
-
-@dataclass(slots=True)
-class DataVersion:
-    """Version of a broker's topic table: a counter plus the time (ms) it last changed."""
-
-    counter: int = 0
-    timestamp: int = 0
-
-    def next_version(self, now_ms: int | None = None) -> DataVersion:
-        """Advance in place (as Java's ``nextVersion``) and return ``self``."""
-        self.timestamp = int(time.time() * 1000) if now_ms is None else now_ms
-        self.counter += 1
-        return self
-
-    def copy(self) -> DataVersion:
-        return DataVersion(self.counter, self.timestamp)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    @classmethod
-    def from_json_dict(cls, d: Mapping[str, Any]) -> DataVersion:
-        d = _as_dict(d, "dataVersion")
-        return cls(
-            counter=_as_int(d.get("counter"), "dataVersion.counter", 0),
-            timestamp=_as_int(d.get("timestamp"), "dataVersion.timestamp", 0),
-        )
-
-
-@dataclass(slots=True)
-class TopicConfig:
-    """A broker's configuration of one topic."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-    @classmethod
-    def from_json_dict(cls, d: Mapping[str, Any], name: str | None = None) -> TopicConfig:
-        """``name`` (the table key) stands in for a missing ``topicName``."""
-        d = _as_dict(d, "topicConfig")
-        return cls(
-            topic_name=_as_str(_pick(d, "topicName") or name, "topicConfig.topicName"),
-            read_queue_nums=_as_int(d.get("readQueueNums"), "topicConfig.readQueueNums", 16),
-            write_queue_nums=_as_int(d.get("writeQueueNums"), "topicConfig.writeQueueNums", 16),
-            perm=_as_int(d.get("perm"), "topicConfig.perm", PERM_READ | PERM_WRITE),
-            topic_filter_type=_as_filter_type(d.get("topicFilterType")),
-            topic_sys_flag=_as_int(_pick(d, "topicSysFlag", "topicSynFlag"), "topicConfig.topicSysFlag", 0),
-            order=_as_bool(d.get("order"), "topicConfig.order"),
-        )
-
-    def encode_compact(self) -> str:
-        """The compressed-register line ``"name read write perm filterType"``."""
-        if not self.topic_name or any(c.isspace() for c in self.topic_name):
-            raise ValueError(f"topic name {self.topic_name!r} cannot be written in the compressed form")
-        return (
-            f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} "
-            f"{self.topic_filter_type}"
-        )
-
-    @classmethod
-    def decode_compact(cls, line: str) -> TopicConfig:
-        """Parse :meth:`encode_compact` output; fields after the fifth (5.x attributes) are ignored."""
-        fields = line.split(" ")
-        if len(fields) < 5 or not fields[0]:
-            raise BodyDecodeError(f"compressed topic config: expected 5 fields, got {line!r:.80}")
-        return cls(
-            topic_name=fields[0],
-            read_queue_nums=_as_int(fields[1], "topic readQueueNums"),
-            write_queue_nums=_as_int(fields[2], "topic writeQueueNums"),
-            perm=_as_int(fields[3], "topic perm"),
-            topic_filter_type=_as_filter_type(fields[4]),
         )
 
 
@@ -414,15 +260,16 @@ class TopicConfigSerializeWrapper:
         }
 
     @classmethod
+    @_decoding
     def from_json_dict(cls, d: Mapping[str, Any]) -> TopicConfigSerializeWrapper:
-        d = _as_dict(d, "topicConfigSerializeWrapper")
-        table = _as_dict(d.get("topicConfigTable"), "topicConfigTable")
+        d = as_dict(d, "topicConfigSerializeWrapper")
+        table = as_dict(d.get("topicConfigTable"), "topicConfigTable")
         return cls(
             topic_config_table={
-                _as_str(name, "topicConfigTable key"): TopicConfig.from_json_dict(tc, name)
+                as_str(name, "topicConfigTable key"): TopicConfig.from_json_dict(tc, name)
                 for name, tc in table.items()
             },
-            data_version=DataVersion.from_json_dict(_as_dict(d.get("dataVersion"), "dataVersion")),
+            data_version=DataVersion.from_json_dict(as_dict(d.get("dataVersion"), "dataVersion")),
         )
 
 
@@ -440,12 +287,13 @@ class RegisterBrokerBody:
         }
 
     @classmethod
+    @_decoding
     def from_json_dict(cls, d: Mapping[str, Any]) -> RegisterBrokerBody:
-        d = _as_dict(d, "registerBrokerBody")
-        wrapper = _as_dict(d.get("topicConfigSerializeWrapper"), "topicConfigSerializeWrapper")
+        d = as_dict(d, "registerBrokerBody")
+        wrapper = as_dict(d.get("topicConfigSerializeWrapper"), "topicConfigSerializeWrapper")
         return cls(
             topic_config_wrapper=TopicConfigSerializeWrapper.from_json_dict(wrapper),
-            filter_server_list=_as_str_list(d.get("filterServerList"), "filterServerList"),
+            filter_server_list=as_str_list(d.get("filterServerList"), "filterServerList"),
         )
 
     @classmethod
@@ -470,17 +318,18 @@ class ClusterInfo:
         }
 
     @classmethod
+    @_decoding
     def from_json_dict(cls, d: Mapping[str, Any]) -> ClusterInfo:
-        d = _as_dict(d, "clusterInfo")
-        brokers = _as_dict(d.get("brokerAddrTable"), "brokerAddrTable")
-        clusters = _as_dict(d.get("clusterAddrTable"), "clusterAddrTable")
+        d = as_dict(d, "clusterInfo")
+        brokers = as_dict(d.get("brokerAddrTable"), "brokerAddrTable")
+        clusters = as_dict(d.get("clusterAddrTable"), "clusterAddrTable")
         return cls(
             broker_addr_table={
-                _as_str(name, "brokerAddrTable key"): BrokerData.from_json_dict(bd)
+                as_str(name, "brokerAddrTable key"): BrokerData.from_json_dict(bd)
                 for name, bd in brokers.items()
             },
             cluster_addr_table={
-                _as_str(cluster, "clusterAddrTable key"): set(_as_str_list(names, "clusterAddrTable value"))
+                as_str(cluster, "clusterAddrTable key"): set(as_str_list(names, "clusterAddrTable value"))
                 for cluster, names in clusters.items()
             },
         )
@@ -501,11 +350,12 @@ class TopicList:
         return d
 
     @classmethod
+    @_decoding
     def from_json_dict(cls, d: Mapping[str, Any]) -> TopicList:
-        d = _as_dict(d, "topicList")
+        d = as_dict(d, "topicList")
         return cls(
-            topic_list=_as_str_list(d.get("topicList"), "topicList"),
-            broker_addr=_as_opt_str(d.get("brokerAddr"), "brokerAddr"),
+            topic_list=as_str_list(d.get("topicList"), "topicList"),
+            broker_addr=as_opt_str(d.get("brokerAddr"), "brokerAddr"),
         )
 
 
@@ -519,10 +369,11 @@ class KVTable:
         return {"table": dict(self.table)}
 
     @classmethod
+    @_decoding
     def from_json_dict(cls, d: Mapping[str, Any]) -> KVTable:
-        d = _as_dict(d, "kvTable")
-        table = _as_dict(d.get("table"), "table")
-        return cls({_as_str(k, "table key"): _as_str(v, "table value") for k, v in table.items()})
+        d = as_dict(d, "kvTable")
+        table = as_dict(d.get("table"), "table")
+        return cls({as_str(k, "table key"): as_str(v, "table value") for k, v in table.items()})
 
 
 # -- bodies on the wire ----------------------------------------------------------------------------------
@@ -563,6 +414,7 @@ def encode_route(
     return encode_body(route.to_json_dict(), serialize_type, standard_json=standard_json)
 
 
+@_decoding
 def decode_route(
     body: bytes | bytearray | memoryview, serialize_type: int = SerializeType.JSON
 ) -> TopicRouteData:
@@ -577,6 +429,7 @@ def encode_cluster_info(
     return encode_body(info.to_json_dict(), serialize_type, standard_json=standard_json)
 
 
+@_decoding
 def decode_cluster_info(
     body: bytes | bytearray | memoryview, serialize_type: int = SerializeType.JSON
 ) -> ClusterInfo:
@@ -598,6 +451,15 @@ def encode_register_body(
     return encode_body(body.to_json_dict(), serialize_type)
 
 
+@_decoding
+def decode_data_version(
+    body: bytes | bytearray | memoryview | None, serialize_type: int = SerializeType.JSON
+) -> DataVersion:
+    """Body of a QUERY_DATA_VERSION request (a broker's topic-table version); an empty body reads as 0, 0."""
+    return DataVersion.from_json_dict(decode_body(body or b"{}", serialize_type))
+
+
+@_decoding
 def decode_register_body(
     body: bytes | bytearray | memoryview | None,
     *,
@@ -686,5 +548,5 @@ def _decode_compressed(data: bytes) -> RegisterBrokerBody:
             raise BodyDecodeError("compressed register body: topic line is not UTF-8") from None
         tc = TopicConfig.decode_compact(line)
         table[tc.topic_name] = tc
-    filter_servers = _as_str_list(decode_body(reader.chunk()), "filterServerList")
+    filter_servers = as_str_list(decode_body(reader.chunk()), "filterServerList")
     return RegisterBrokerBody(TopicConfigSerializeWrapper(table, version), filter_servers)

@@ -1,9 +1,9 @@
 """PocketMQ's analytics over exported commit logs (DESIGN.md, "The analytics job").
 
 * :mod:`spark_jobs.manifest` — the export format (``manifest.json`` + ``commitlog/``), loading and
-  verification; stdlib and ``store`` only, so ``admin`` can write exports without Spark installed.
-* :mod:`spark_jobs.records` — one file range of a commit log to Arrow record batches, through the store's
-  own record decoder (:func:`store.record.decode_record`); pyarrow, no Spark.
+  verification; stdlib and the model (``common``) only, so ``admin`` can write exports without Spark installed.
+* :mod:`spark_jobs.records` — one file range of a commit log to Arrow record batches, through the model's
+  record decoder (:func:`common.record.decode_record`); pyarrow, no Spark.
 * :mod:`spark_jobs.source` — the Spark Python data source ``pocketmq-commitlog`` (partitions by file and
   record-aligned byte range) and :func:`~spark_jobs.source.read_exports`.
 * :mod:`spark_jobs.analytics` — the analyses as pure DataFrame functions.

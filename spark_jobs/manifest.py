@@ -31,7 +31,7 @@ A directory without a manifest can still be read (a store directory or a bare ``
 example copied from a RocketMQ broker): :func:`resolve_input` describes it with unknown checksums and one
 split point per file. Verification needs a manifest.
 
-Only the standard library and ``store.record`` are used here, so ``admin`` can write exports and check
+Only the standard library and the model's ``common.record`` are used here, so ``admin`` can write exports and check
 them without Spark.
 """
 
@@ -47,8 +47,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from store.errors import RecordFormatError
-from store.record import Blank, decode_record
+from common.errors import RecordFormatError
+from common.record import Blank, decode_record
 
 MANIFEST_NAME = "manifest.json"
 COMMITLOG_DIR = "commitlog"
@@ -293,7 +293,7 @@ def walk_records(view: memoryview | bytes, *, base_offset: int, start: int = 0,
                  limit: int) -> Iterator[tuple[int, int]]:
     """``(position, size)`` of each valid record of a file from record boundary ``start`` up to ``limit``,
     decoded with the store's decoder (magic, sizes, PHYSICALOFFSET, body CRC); stops at a blank marker or at
-    zeros. :class:`~store.errors.RecordFormatError` (offset = the file position) for anything else."""
+    zeros. :class:`~common.errors.RecordFormatError` (offset = the file position) for anything else."""
     pos = start
     while pos < limit:
         try:

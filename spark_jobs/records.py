@@ -1,24 +1,25 @@
 """One byte range of a commit-log file to Arrow record batches: the reader's core, without Spark.
 
-One decoder, two speeds. The record format is defined once, in :mod:`store.record` (the layout table in its
-docstring, the named offsets and the ``struct`` layouts ``HEADER_STRUCTS``), and the reference decoder is
-:func:`store.record.decode_record`, the one the broker's recovery, the slave and the pull path use. This
-module adds no second definition of the format:
+One decoder, two speeds. The record format is defined once, in the model's :mod:`common.record` (the layout
+table in its docstring, the named offsets and the ``struct`` layouts ``HEADER_STRUCTS``), and the reference
+decoder is :func:`common.record.decode_record`, on the same :func:`~common.record.locate_record` that the
+broker's recovery, the slave and the SDK's pull decoding use. This module adds no second definition of the
+format:
 
-* the reference path calls :func:`~store.record.decode_record` on every record (with ``expected_offset``:
+* the reference path calls :func:`~common.record.decode_record` on every record (with ``expected_offset``:
   the PHYSICALOFFSET field must equal the record's position, so a range that starts anywhere but on a
   record boundary fails loudly instead of producing garbage) and builds the columns from its
-  :class:`~store.record.MessageRecord` tuples;
+  :class:`~common.record.MessageRecord` tuples;
 * the vectorised path (numpy over a whole batch of IPv4 records, ~3x faster) reads the fixed header through
-  a numpy record type *derived from* ``store.record.HEADER_STRUCTS[0]`` at import time, and the variable
-  parts through the store's constants (``MAX_TOPIC_LENGTH``, ``PROPERTIES_LENGTH``, the separators). It
+  a numpy record type *derived from* ``common.record.HEADER_STRUCTS[0]`` at import time, and the variable
+  parts through the model's constants (``MAX_TOPIC_LENGTH``, ``PROPERTIES_LENGTH``, the separators). It
   applies the decoder's checks in the decoder's order and, when anything is unusual (IPv6 hosts, damage,
   text that is not UTF-8, a property name given twice), hands the batch to the reference path, so every
   error message is the decoder's own. A property-based test holds the two paths to identical batches.
 
-Why not put the vectorised variant into :mod:`store.record`: ``store`` is the broker's dependency-free core
-and must not need numpy or pyarrow (the ``spark`` extra); the format stays in ``store`` and only the batch
-mechanics live here.
+Why not put the vectorised variant into :mod:`common.record`: the model is every process's dependency-free
+ground floor and must not need numpy or pyarrow (the ``spark`` extra); the format stays there and only the
+batch mechanics live here.
 
 Blank end-of-file markers and the zeros after the last record end the range. The body CRC is not a reason
 to stop: it becomes the ``body_crc_ok`` column, so an analysis can count damaged messages.
@@ -48,33 +49,29 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_jobs.manifest import ExportError
-from store.errors import RecordFormatError
-from store.record import (
+from common.errors import RecordFormatError
+from common.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst, parse_properties
+from common.record import (
     END_FILE_MIN_BLANK_LENGTH,
     HEADER_STRUCTS,
     MAX_TOPIC_LENGTH,
     MESSAGE_MAGIC_CODE,
-    NAME_VALUE_SEPARATOR,
     PROPERTIES_LENGTH,
-    PROPERTY_SEPARATOR,
     RECORD_OVERHEAD,
     SIZE_AND_MAGIC,
     Blank,
-    MessageConst,
     MessageRecord,
-    MessageSysFlag,
     decode_record,
     format_host,
-    parse_properties,
 )
+from common.sysflag import MessageSysFlag
+from spark_jobs.manifest import ExportError
 
 DEFAULT_BATCH_ROWS = 32768
 """Rows per Arrow batch: 4x fewer batches than 8192 read ~1.5x faster through Spark here (``rmq-bench spark``)."""
 BATCH_BYTES = 32 << 20
 """A batch also ends after this many bytes of records, so that big bodies keep batches (and memory) small."""
 _CRC_MASK = 0x7FFFFFFF
-_ZLIB_TYPES = (0, 3)
 
 _BASE_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("export", pa.string()),
@@ -183,7 +180,7 @@ def _scan(view: memoryview, rng: FileRange, size: int, options: ReadOptions) -> 
             batch = None
             if starts:
                 batch = _fast_batch(data, view, starts, rng, options)
-                if batch is None:  # something the fast path does not take: the store's decoder decides
+                if batch is None:  # something the fast path does not take: the model's decoder decides
                     batch = build_batch(_decode_all(view, starts, rng, size), export=rng.export,
                                         broker=rng.broker, options=options)
         finally:
@@ -224,7 +221,7 @@ def _walk(view: memoryview, pos: int, end: int, size: int, max_rows: int) -> tup
 
 def _check_end(view: memoryview, pos: int, rng: FileRange, size: int, truncated: bool) -> None:
     """The chain stopped at ``pos`` inside the range: a blank marker or zeros end it properly; anything else
-    raises :class:`ExportError`, worded by the store's decoder."""
+    raises :class:`ExportError`, worded by the model's decoder."""
     base = rng.base_offset
     try:
         record = decode_record(view, pos, limit=size, check_crc=False, expected_offset=base + pos)
@@ -241,7 +238,7 @@ def _check_end(view: memoryview, pos: int, rng: FileRange, size: int, truncated:
 
 
 def _decode_all(view: memoryview, starts: list[int], rng: FileRange, size: int) -> list[MessageRecord]:
-    """The reference path: :func:`store.record.decode_record` on every start (errors name file and offset)."""
+    """The reference path: :func:`common.record.decode_record` on every start (errors name file and offset)."""
     records = []
     base = rng.base_offset
     for pos in starts:
@@ -260,7 +257,7 @@ def _decode_all(view: memoryview, starts: list[int], rng: FileRange, size: int) 
 
 def _numpy_header_dtype() -> np.dtype[Any]:
     """The fixed part of a record with two IPv4 hosts as a numpy record type, derived from the decoder's own
-    ``struct`` layout (``store.record.HEADER_STRUCTS[0]``) so that the byte layout is written down once."""
+    ``struct`` layout (``common.record.HEADER_STRUCTS[0]``) so that the byte layout is written down once."""
     codes = {"i": ">i4", "q": ">i8"}
     names = [*MessageRecord._fields[:14], "body_length"]
     fields, count = [], ""
@@ -333,7 +330,7 @@ def _fast_batch(data: np.ndarray[Any, Any], view: memoryview, starts_list: list[
     """The decoder's checks and fields for IPv4 records, vectorised; None when any record needs the decoder
     (IPv6 hosts, damage, text that is not UTF-8) — it then decodes the batch and words the error.
 
-    The checks are :func:`store.record.decode_record`'s, in its order: magic (the walk), TOTALSIZE within the
+    The checks are :func:`common.record.decode_record`'s, in its order: magic (the walk), TOTALSIZE within the
     file (the walk), BODYLENGTH, TOPICLENGTH, PROPERTIESLENGTH adding up to TOTALSIZE, PHYSICALOFFSET equal
     to the record's position, UTF-8 topic and properties. The tests hold the two paths to the same output.
     """
@@ -452,7 +449,7 @@ def _bodies(bodies: Sequence[bytes], sys_flags: Sequence[int]) -> list[bytes]:
     stay as stored."""
     out = []
     for body, flags in zip(bodies, sys_flags, strict=True):
-        if flags & MessageSysFlag.COMPRESSED and (flags >> 8) & 0x7 in _ZLIB_TYPES:
+        if MessageSysFlag.is_zlib_compressed(flags):
             with contextlib.suppress(zlib.error):
                 body = zlib.decompress(body)
         out.append(body)
@@ -460,7 +457,10 @@ def _bodies(bodies: Sequence[bytes], sys_flags: Sequence[int]) -> list[bytes]:
 
 
 PropertyColumns = tuple[pa.Array, pa.Array, pa.Array, pa.Array]
-_LOOKUPS = (MessageConst.TAGS, MessageConst.KEYS, MessageConst.UNIQ_KEY)
+_TAGS = MessageConst.PROPERTY_TAGS
+_KEYS = MessageConst.PROPERTY_KEYS
+_UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_LOOKUPS = (_TAGS, _KEYS, _UNIQ_KEY)
 _NAME_VALUE = ord(NAME_VALUE_SEPARATOR)
 _PROPERTY = ord(PROPERTY_SEPARATOR)
 
@@ -468,7 +468,7 @@ _PROPERTY = ord(PROPERTY_SEPARATOR)
 def properties_columns(props: pa.StringArray) -> PropertyColumns:
     """``(properties map, TAGS, KEYS list, UNIQ_KEY)`` from raw properties strings.
 
-    Same meaning as :func:`store.record.parse_properties`, which is used as it is for a batch where a
+    Same meaning as :func:`common.message.parse_properties`, which is used as it is for a batch where a
     name repeats within one message (the last value wins there; a vectorised map would keep both).
     """
     offsets = np.frombuffer(props.buffers()[1], np.int32, len(props) + 1, props.offset * 4).astype(np.int64)
@@ -479,7 +479,7 @@ def properties_columns(props: pa.StringArray) -> PropertyColumns:
 
 
 def _parse_properties(data: np.ndarray[Any, Any], offsets: np.ndarray[Any, Any]) -> PropertyColumns | None:
-    """Vectorised :func:`store.record.parse_properties` over properties laid end to end (``data`` bytes,
+    """Vectorised :func:`common.message.parse_properties` over properties laid end to end (``data`` bytes,
     ``offsets`` of n + 1 rows, valid UTF-8). None when a name repeats inside a message.
 
     Items are the stretches between ``\x02`` separators and row ends; an item is a pair when it holds a
@@ -543,7 +543,7 @@ def split_keys(keys_text: pa.Array) -> pa.Array:
 def _properties_columns_python(props: pa.StringArray) -> PropertyColumns:
     parsed = [parse_properties(p) for p in props.to_pylist()]
     properties = pa.array([list(d.items()) for d in parsed], pa.map_(pa.string(), pa.string()))
-    tags = pa.array([d.get(MessageConst.TAGS) for d in parsed], pa.string())
-    keys = split_keys(pa.array([d.get(MessageConst.KEYS) for d in parsed], pa.string()))
-    uniq = pa.array([d.get(MessageConst.UNIQ_KEY) for d in parsed], pa.string())
+    tags = pa.array([d.get(_TAGS) for d in parsed], pa.string())
+    keys = split_keys(pa.array([d.get(_KEYS) for d in parsed], pa.string()))
+    uniq = pa.array([d.get(_UNIQ_KEY) for d in parsed], pa.string())
     return properties, tags, keys, uniq

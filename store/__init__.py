@@ -2,11 +2,11 @@
 as a library with no networking (see ``DESIGN.md``, "The store").
 
 The broker uses :class:`MessageStore` with a :class:`StoreConfig`; ``ha`` uses its replication entry points
-and ``spark_jobs`` only :func:`store.record.decode_record`.
+and ``spark_jobs`` the model's record decoder (:func:`common.record.decode_record`) only.
 """
 
 from store.config import BrokerRole, FlushDiskType, StoreConfig
-from store.errors import RecordFormatError, StoreError, StoreNotRunningError
+from store.errors import StoreError, StoreNotRunningError
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import ArrivalListener, GrowthListener, MessageFilter, MessageStore
 from store.results import (
@@ -33,7 +33,6 @@ __all__ = [
     "MessageStore",
     "PutMessageResult",
     "PutMessageStatus",
-    "RecordFormatError",
     "StoreConfig",
     "StoreError",
     "StoreNotRunningError",

@@ -8,9 +8,9 @@ file (``size + 8 > room``) an 8-byte blank marker claims the rest of the file an
 start of the next one (reference §4.1), which the allocator has normally created and warmed already.
 
 Prepared and rolled-back transaction halves get queue offset 0 and no consume-queue entry, as in
-RocketMQ. The record layout itself lives in :mod:`store.record`; the hot path here is an inlined copy of
-:func:`store.record.encode_record_into` (one fewer Python call per message), checked byte for byte
-against it by the tests.
+RocketMQ. The record layout itself lives in the model (:mod:`common.record`); the hot path here is an
+inlined copy of :func:`common.record.encode_record_into` (one fewer Python call per message), checked byte
+for byte against it by the tests.
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ import time
 import zlib
 from collections.abc import Iterator
 
-from store.config import StoreConfig
-from store.errors import RecordFormatError
-from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue
-from store.message import MessageExtBatch, MessageExtBrokerInner
-from store.record import (
-    BATCH_ENTRY_HEADER,
-    BATCH_ENTRY_OVERHEAD,
+from common.batch import BATCH_ENTRY_HEADER, BATCH_ENTRY_OVERHEAD
+from common.errors import RecordFormatError
+from common.message import java_string_hash, tags_code_of_bytes
+from common.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
     HEADER_STRUCTS,
@@ -41,13 +38,14 @@ from store.record import (
     Blank,
     DispatchRequest,
     MessageRecord,
-    MessageSysFlag,
     check_record,
     decode_record,
-    java_string_hash,
     store_timestamp_offset,
-    tags_code_of_bytes,
 )
+from common.sysflag import MessageSysFlag
+from store.config import StoreConfig
+from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue
+from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.results import AppendMessageResult, AppendMessageStatus
 
 _PUT_OK = AppendMessageStatus.PUT_OK
@@ -303,6 +301,7 @@ class CommitLog:
         tags_of = self._tags_code_in
         tag_codes = self._tag_codes
         find = body.find
+        rfind = body.rfind
         extra_len = len(extra)
         sep_extra = b"\x02" + extra
         end = len(body)
@@ -319,7 +318,7 @@ class CommitLog:
             if props_len < 0 or body_end + 2 + props_len != entry_end:
                 raise BatchFormatError("bad batch entry size")
             props_start = body_end + 2
-            at = find(b"TAGS\x01", props_start, entry_end)
+            at = rfind(b"TAGS\x01", props_start, entry_end)  # the last TAGS item wins, as in a dict
             if at < 0:
                 tags = 0
             else:  # the usual case inline: TAGS starts the properties or follows a separator, code cached
@@ -358,7 +357,7 @@ class CommitLog:
         return w, units
 
     def _tags_code_in(self, props: bytes, value: bytes, plain: bool) -> int:
-        """Tag code of ``props`` whose first ``TAGS\\x01`` is followed by ``value``; ``plain`` says that
+        """Tag code of ``props`` whose last ``TAGS\\x01`` is followed by ``value``; ``plain`` says that
         match is a key (at the start or after a separator), else the full parse decides."""
         if not plain:
             return tags_code_of_bytes(props)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.config import from_named_properties
-from store.record import parse_host_port
+from common.record import parse_host_port
 
 CQ_STORE_UNIT_SIZE = 20
 OS_PAGE_SIZE = 4096

@@ -2,7 +2,7 @@
 (:class:`MessageExtBatch`), named after RocketMQ's classes for the same things.
 
 Both are plain slotted objects the broker fills from a send request; the store never mutates them. Hosts
-are pre-encoded address fields (``ip bytes + port int32``, see :func:`store.record.encode_host`) so the
+are pre-encoded address fields (``ip bytes + port int32``, see :func:`common.record.encode_host`) so the
 append path packs them without conversion; the broker encodes a connection's address once.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.record import encode_host
+from common.record import encode_host
 
 LOCALHOST = encode_host("127.0.0.1", 0)
 
@@ -43,7 +43,7 @@ class MessageExtBrokerInner:
 @dataclass(slots=True)
 class MessageExtBatch:
     """A SEND_BATCH_MESSAGE: ``body`` is the batch body of reference §4.6 (see
-    :func:`store.record.decode_batch_body`); ``properties`` (the request header's) are appended to every
+    :func:`common.batch.decode_batch_body`); ``properties`` (the request header's) are appended to every
     entry's own properties. All entries go to ``topic``/``queue_id`` with consecutive queue offsets."""
 
     topic: str

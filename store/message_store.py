@@ -44,7 +44,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from common.logs import get_logger
+from common.message import MessageConst, get_property, join_properties, tags_code_of
+from common.record import DispatchRequest, MessageRecord
 from common.service import Service
+from common.sysflag import MessageSysFlag
+from common.topic import RMQ_SYS_SCHEDULE_TOPIC
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -53,16 +57,6 @@ from store.errors import StoreError, StoreNotRunningError
 from store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService, flush_commit_log
 from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for, fsync_dir, run_flush_plan
 from store.message import MessageExtBatch, MessageExtBrokerInner
-from store.record import (
-    SCHEDULE_TOPIC,
-    DispatchRequest,
-    MessageConst,
-    MessageRecord,
-    MessageSysFlag,
-    get_property,
-    join_properties,
-    tags_code_of,
-)
 from store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
 from store.results import (
     AppendMessageResult,
@@ -101,7 +95,7 @@ _PUT_OK = PutMessageStatus.PUT_OK
 _APPEND_OK = AppendMessageStatus.PUT_OK
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TXN_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
-_DELAY_MARKER = MessageConst.DELAY + "\x01"
+_DELAY_MARKER = MessageConst.PROPERTY_DELAY_TIME_LEVEL + "\x01"
 _STATUS_OF_APPEND = {
     AppendMessageStatus.MESSAGE_SIZE_EXCEEDED: PutMessageStatus.MESSAGE_ILLEGAL,
     AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
@@ -379,9 +373,9 @@ class MessageStore:
 
     def _schedule(self, msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
         """Rewrite a delayed message to SCHEDULE_TOPIC_XXXX (see module docstring)."""
-        if msg.topic == SCHEDULE_TOPIC:
+        if msg.topic == RMQ_SYS_SCHEDULE_TOPIC:
             return msg
-        level_text = get_property(msg.properties, MessageConst.DELAY)
+        level_text = get_property(msg.properties, MessageConst.PROPERTY_DELAY_TIME_LEVEL)
         if not level_text or not level_text.isdigit() or int(level_text) <= 0:
             return msg
         if msg.sys_flag & _TXN_MASK not in (0, _TXN_COMMIT):
@@ -390,11 +384,11 @@ class MessageStore:
         props = msg.properties
         if int(level_text) != level:
             props = props.replace(f"{_DELAY_MARKER}{level_text}", f"{_DELAY_MARKER}{level}", 1)
-        props = join_properties(props, f"{MessageConst.REAL_TOPIC}\x01{msg.topic}\x02"
-                                       f"{MessageConst.REAL_QID}\x01{msg.queue_id}")
+        props = join_properties(props, f"{MessageConst.PROPERTY_REAL_TOPIC}\x01{msg.topic}\x02"
+                                       f"{MessageConst.PROPERTY_REAL_QUEUE_ID}\x01{msg.queue_id}")
         tags = msg.tags_code if msg.tags_code is not None else tags_code_of(msg.properties)
         return MessageExtBrokerInner(
-            topic=SCHEDULE_TOPIC, body=msg.body, queue_id=level - 1, flag=msg.flag, properties=props,
+            topic=RMQ_SYS_SCHEDULE_TOPIC, body=msg.body, queue_id=level - 1, flag=msg.flag, properties=props,
             tags_code=tags, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
             store_host=msg.store_host, reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=msg.prepared_transaction_offset, wait_store_msg_ok=msg.wait_store_msg_ok)
@@ -432,7 +426,7 @@ class MessageStore:
         if not self._writable:
             return self._not_writable()
         props = msg.properties
-        if _DELAY_MARKER in props and msg.topic != SCHEDULE_TOPIC:
+        if _DELAY_MARKER in props and msg.topic != RMQ_SYS_SCHEDULE_TOPIC:
             msg = self._schedule(msg)
             props = msg.properties
         topic = msg.topic
@@ -458,7 +452,7 @@ class MessageStore:
             tags = msg.tags_code
             if tags is None:
                 tags = tags_code_of(props) if props else 0
-            if topic == SCHEDULE_TOPIC:
+            if topic == RMQ_SYS_SCHEDULE_TOPIC:
                 tags = self._deliver_time(queue_id + 1, result.store_timestamp)
             try:
                 cq.put(result.logics_offset, result.wrote_offset, result.wrote_bytes, tags)
@@ -722,7 +716,7 @@ class MessageStore:
         txn = sys_flag & _TXN_MASK
         if txn and txn != _TXN_COMMIT:
             return False
-        if topic == SCHEDULE_TOPIC:
+        if topic == RMQ_SYS_SCHEDULE_TOPIC:
             tags = self._deliver_time(delay_level or queue_id + 1, stamp)
         queues = self._cq_table.get(topic)
         cq = queues.get(queue_id) if queues is not None else None

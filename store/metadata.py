@@ -14,7 +14,8 @@ Formats are RocketMQ's (fastjson) so the files can be moved between the two::
     delayOffset.json       {"offsetTable":{1:0,2:3}}
 
 fastjson writes integer map keys unquoted, which is not JSON; the writers here do the same (RocketMQ
-reads them back), and the readers accept quoted and unquoted keys.
+reads them back), and the readers accept quoted and unquoted keys. ``TopicConfig`` and ``DataVersion`` are
+the model's (:mod:`common.topic_config`), whose JSON form is the same on disk and on the wire.
 
 Every write is atomic: the text goes to a temporary file in the same directory, is fsynced, renamed over
 the old file, and the directory is fsynced, so a kill at any moment leaves the old file or the new one,
@@ -32,29 +33,16 @@ import json
 import os
 import re
 import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import structlog
-
 from common.files import remove_stale_temporaries, write_atomically
+from common.logs import get_logger
+from common.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
+from common.topic_config import DataVersion, PermName, TopicConfig
 
-log = structlog.get_logger("pocketmq.store")
-
-DEFAULT_TOPIC = "TBW102"
-"""The template topic producers use to auto-create topics."""
-
-
-class PermName:
-    """Topic and broker permission bits."""
-
-    PERM_PRIORITY = 8
-    PERM_READ = 4
-    PERM_WRITE = 2
-    PERM_INHERIT = 1
-
+log = get_logger("store.metadata")
 
 _INTEGER_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)')
 
@@ -77,29 +65,6 @@ def loads_fastjson(text: str) -> Any:
 
 def _int_key_object(mapping: Mapping[int, int]) -> str:
     return "{" + ",".join(f"{int(k)}:{int(v)}" for k, v in sorted(mapping.items())) + "}"
-
-
-@dataclass(slots=True)
-class DataVersion:
-    """RocketMQ's DataVersion: bumped on every change so slaves and name servers notice."""
-
-    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
-    counter: int = 0
-
-    def next_version(self) -> None:
-        """Record a change."""
-        self.timestamp = int(time.time() * 1000)
-        self.counter += 1
-
-    def to_json(self) -> dict[str, int]:
-        """fastjson form."""
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> DataVersion:
-        """Parse (missing fields default)."""
-        data = data or {}
-        return cls(int(data.get("timestamp", 0)), int(data.get("counter", 0)))
 
 
 class ConfigFile:
@@ -167,41 +132,9 @@ class ConfigFile:
 # ----------------------------------------------------------------------------------------- topics
 
 
-@dataclass(slots=True)
-class TopicConfig:
-    """One topic's configuration (RocketMQ's TopicConfig)."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PermName.PERM_READ | PermName.PERM_WRITE
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """fastjson form (keys sorted as fastjson sorts them)."""
-        return {"order": self.order, "perm": self.perm, "readQueueNums": self.read_queue_nums,
-                "topicFilterType": self.topic_filter_type, "topicName": self.topic_name,
-                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TopicConfig:
-        """Parse; unknown fields (``attributes`` of 5.x) are ignored."""
-        return cls(
-            topic_name=str(data["topicName"]),
-            read_queue_nums=int(data.get("readQueueNums", 16)),
-            write_queue_nums=int(data.get("writeQueueNums", 16)),
-            perm=int(data.get("perm", 6)),
-            topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
-            topic_sys_flag=int(data.get("topicSysFlag", 0)),
-            order=bool(data.get("order", False)),
-        )
-
-
 def default_topic_config(queue_nums: int = 8) -> TopicConfig:
     """TBW102: read, write and inherit (perm 7), 8 queues."""
-    return TopicConfig(DEFAULT_TOPIC, queue_nums, queue_nums,
+    return TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, queue_nums, queue_nums,
                        PermName.PERM_INHERIT | PermName.PERM_READ | PermName.PERM_WRITE)
 
 
@@ -210,8 +143,8 @@ class TopicConfigTable(ConfigFile):
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
-        self.table: dict[str, TopicConfig] = {DEFAULT_TOPIC: default_topic_config()}
-        self.data_version = DataVersion()
+        self.table: dict[str, TopicConfig] = {AUTO_CREATE_TOPIC_KEY_TOPIC: default_topic_config()}
+        self.data_version = DataVersion.now()
 
     def get(self, topic: str) -> TopicConfig | None:
         """The topic's config."""
@@ -230,15 +163,16 @@ class TopicConfigTable(ConfigFile):
         return removed
 
     def encode(self) -> str:
-        return json.dumps({"dataVersion": self.data_version.to_json(),
-                           "topicConfigTable": {k: v.to_json() for k, v in self.table.items()}}, indent="\t")
+        return json.dumps({"dataVersion": self.data_version.to_json_dict(),
+                           "topicConfigTable": {k: v.to_json_dict() for k, v in self.table.items()}}, indent="\t")
 
     def decode(self, text: str) -> None:
         data = loads_fastjson(text)
-        table = {name: TopicConfig.from_json(value) for name, value in data.get("topicConfigTable", {}).items()}
-        table.setdefault(DEFAULT_TOPIC, default_topic_config())
+        table = {name: TopicConfig.from_json_dict(value, name)
+                 for name, value in data.get("topicConfigTable", {}).items()}
+        table.setdefault(AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_config())
         self.table = table
-        self.data_version = DataVersion.from_json(data.get("dataVersion"))
+        self.data_version = DataVersion.from_json_dict(data.get("dataVersion"))
 
 
 # ----------------------------------------------------------------------------------------- offsets
@@ -354,7 +288,7 @@ class SubscriptionGroupTable(ConfigFile):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.table: dict[str, SubscriptionGroupConfig] = {}
-        self.data_version = DataVersion()
+        self.data_version = DataVersion.now()
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         """A group's config."""
@@ -381,7 +315,7 @@ class SubscriptionGroupTable(ConfigFile):
         return removed
 
     def encode(self) -> str:
-        return json.dumps({"dataVersion": self.data_version.to_json(),
+        return json.dumps({"dataVersion": self.data_version.to_json_dict(),
                            "subscriptionGroupTable": {k: v.to_json() for k, v in self.table.items()}},
                           indent="\t")
 
@@ -389,7 +323,7 @@ class SubscriptionGroupTable(ConfigFile):
         data = loads_fastjson(text)
         self.table = {name: SubscriptionGroupConfig.from_json(value)
                       for name, value in data.get("subscriptionGroupTable", {}).items()}
-        self.data_version = DataVersion.from_json(data.get("dataVersion"))
+        self.data_version = DataVersion.from_json_dict(data.get("dataVersion"))
 
 
 def config_paths(config_dir: str) -> dict[str, str]:

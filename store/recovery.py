@@ -28,12 +28,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from store.checkpoint import StoreCheckpoint
-from store.commitlog import CommitLog
-from store.consume_queue import ConsumeQueue
-from store.errors import RecordFormatError
-from store.mapped_file import MappedFileQueue
-from store.record import (
+from common.errors import RecordFormatError
+from common.record import (
     INT32,
     INT64,
     MESSAGE_MAGIC_CODE,
@@ -42,6 +38,10 @@ from store.record import (
     DispatchRequest,
     store_timestamp_offset,
 )
+from store.checkpoint import StoreCheckpoint
+from store.commitlog import CommitLog
+from store.consume_queue import ConsumeQueue
+from store.mapped_file import MappedFileQueue
 
 log = structlog.get_logger("pocketmq.store")
 

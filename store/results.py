@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-from store.record import message_id
+from common.record import message_id
 
 
 class PutMessageStatus(enum.Enum):

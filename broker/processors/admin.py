@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from broker.stats import BrokerStats
-from broker.topic_manager import TopicConfigManager, validate_topic
+from broker.topic_manager import TopicConfigManager
+from common.record import SIZE_AND_MAGIC
+from common.topic import validate_topic
+from common.topic_config import TopicConfig
 from remoting import route as rd
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -20,7 +23,6 @@ from remoting.headers import (
     ViewMessageRequestHeader,
 )
 from store.message_store import MessageStore
-from store.record import SIZE_AND_MAGIC
 
 BROKER_VERSION = 401
 BROKER_VERSION_DESC = "V4_9_4 (PocketMQ)"
@@ -73,7 +75,7 @@ class AdminBrokerProcessor:
             return req.response(ResponseCode.SYSTEM_ERROR, "queue nums must be between 1 and 1024")
         if h.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
             return req.response(ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {h.topic_filter_type!r}")
-        config = rd.TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
+        config = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
                                 h.topic_sys_flag or 0, h.order)
         self.topics.update(config)
         if self.on_topic_created is not None:

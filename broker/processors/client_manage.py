@@ -7,7 +7,8 @@ from collections.abc import Callable
 import structlog
 
 from broker.client_manager import ClientManager, parse_heartbeat
-from broker.topic_manager import RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
+from broker.topic_manager import TopicConfigManager
+from common.topic import RETRY_GROUP_TOPIC_PREFIX
 from remoting import route as rd
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand

@@ -10,8 +10,12 @@ from typing import Any
 from broker.client_manager import ClientManager
 from broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
 from broker.status import put_status_to_response
-from broker.topic_manager import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
+from broker.topic_manager import TopicConfigManager
 from common.logs import get_logger
+from common.message import MessageConst, encode_properties, parse_properties
+from common.record import message_id
+from common.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from common.topic_config import PermName
 from remoting import route as rd
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -25,10 +29,8 @@ from remoting.headers import (
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from remoting.route import PERM_READ, PERM_WRITE
 from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
-from store.record import MessageConst, encode_properties, message_id, parse_properties
 
 log = get_logger("broker.consumers")
 
@@ -214,20 +216,20 @@ class ConsumerManageProcessor:
         if record is None:
             return req.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         props = parse_properties(record.properties)
-        props.setdefault(MessageConst.RETRY_TOPIC, record.topic)
-        props.pop(MessageConst.DELAY, None)
+        props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, record.topic)
+        props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
         max_times = h.max_reconsume_times if h.max_reconsume_times is not None else group.retry_max_times
         if record.reconsume_times >= max_times or h.delay_level < 0:
             topic = DLQ_GROUP_TOPIC_PREFIX + h.group
-            self.topics.create_system_topic(topic, 1, PERM_READ | PERM_WRITE)
+            self.topics.create_system_topic(topic, 1, PermName.PERM_READ | PermName.PERM_WRITE)
         else:
             topic = RETRY_GROUP_TOPIC_PREFIX + h.group
-            self.topics.create_system_topic(topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
+            self.topics.create_system_topic(topic, group.retry_queue_nums, PermName.PERM_READ | PermName.PERM_WRITE)
             level = h.delay_level if h.delay_level > 0 else 3 + record.reconsume_times
-            props[MessageConst.DELAY] = str(level)
+            props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
         origin = (h.origin_msg_id or props.get("UNIQ_KEY")
                   or message_id(bytes(record.store_host), record.physical_offset))
-        props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, origin)
+        props.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, origin)
         msg = MessageExtBrokerInner(
             topic=topic, body=bytes(record.body), queue_id=random.randrange(max(group.retry_queue_nums, 1)),
             flag=record.flag, properties=encode_properties(props), sys_flag=record.sys_flag,

@@ -11,41 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from broker.client_manager import ClientManager, SubscriptionData
+from broker.client_manager import ClientManager
 from broker.long_polling import MessageFilter, PullRequestHoldService
 from broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
 from broker.status import get_status_to_response
 from broker.topic_manager import TopicConfigManager
+from common.subscription import SubscriptionData, build_subscription_data
+from common.sysflag import PullSysFlag
+from common.topic_config import PermName
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
 from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from remoting.route import PERM_READ
 from store.message_store import MessageStore
-from store.record import java_string_hash
 from store.results import GetMessageResult
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 #: Longest a pull may be parked whatever the client asks (clients send 15-30 s).
 MAX_SUSPEND_SECONDS = 60.0
-
-
-def parse_subscription(topic: str, expression: str | None, sub_version: int) -> SubscriptionData:
-    """A TAG subscription expression (``*`` or ``a || b``) with its tag hash codes."""
-    text = (expression or "*").strip()
-    if text in ("", "*"):
-        return SubscriptionData(topic, "*", sub_version=sub_version)
-    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
-    return SubscriptionData(topic, text, tags, frozenset(java_string_hash(t) for t in tags), sub_version)
-
-
-def tag_filter(subscription: SubscriptionData) -> MessageFilter | None:
-    if subscription.matches_all:
-        return None
-    codes = subscription.code_set
-    return codes.__contains__
 
 
 class PullMessageProcessor:
@@ -82,11 +64,11 @@ class PullMessageProcessor:
         checked = self._check(req, h)
         if isinstance(checked, RemotingCommand):
             return checked
-        message_filter = tag_filter(checked)
-        if h.sys_flag & FLAG_COMMIT_OFFSET and self.is_master and h.commit_offset >= 0:
+        message_filter = checked.tags_code_filter()
+        if h.sys_flag & PullSysFlag.COMMIT_OFFSET and self.is_master and h.commit_offset >= 0:
             self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self._read(h, message_filter)
-        suspend = h.sys_flag & FLAG_SUSPEND and h.suspend_timeout_millis > 0
+        suspend = h.sys_flag & PullSysFlag.SUSPEND and h.suspend_timeout_millis > 0
         # Every "not found" is parked, as RocketMQ does: the queue's end (OFFSET_OVERFLOW_ONE) and a queue
         # never written to yet, pulled at 0.
         if (suspend and get_status_to_response(result, h.queue_offset, self.is_master)[0] == ResponseCode.PULL_NOT_FOUND
@@ -112,7 +94,7 @@ class PullMessageProcessor:
                                        h.max_msg_bytes, message_filter)
 
     def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> RemotingCommand | SubscriptionData:
-        if not self.broker_permission() & PERM_READ:
+        if not self.broker_permission() & PermName.PERM_READ:
             return req.response(ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden")
         group = self.groups.find_or_create(h.consumer_group)
         if group is None:
@@ -123,13 +105,13 @@ class PullMessageProcessor:
         topic = self.topics.get(h.topic)
         if topic is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
-        if not topic.perm & PERM_READ:
+        if not topic.perm & PermName.PERM_READ:
             return req.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
         if not 0 <= h.queue_id < topic.read_queue_nums:
             return req.response(ResponseCode.SYSTEM_ERROR,
                                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] has {topic.read_queue_nums}")
-        if h.sys_flag & FLAG_SUBSCRIPTION:
-            return parse_subscription(h.topic, h.subscription, h.sub_version)
+        if h.sys_flag & PullSysFlag.SUBSCRIPTION:
+            return build_subscription_data(h.topic, h.subscription, h.sub_version)
         info = self.clients.consumers.get(h.consumer_group)
         if info is None:
             return req.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,

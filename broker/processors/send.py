@@ -16,38 +16,30 @@ from collections.abc import Awaitable, Callable
 
 from broker.metadata import SubscriptionGroupManager
 from broker.status import put_status_to_response
-from broker.topic_manager import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfigManager,
-    validate_topic,
-)
+from broker.topic_manager import TopicConfigManager
+from common.message import MessageConst, join_properties
+from common.record import MAX_PROPERTIES_LENGTH, encode_host
+from common.sysflag import MessageSysFlag
+from common.topic import DLQ_GROUP_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPIC_SET, RETRY_GROUP_TOPIC_PREFIX, validate_topic
+from common.topic_config import PermName
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
 from remoting.errors import InvalidHeaderError
 from remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
-from remoting.route import PERM_READ, PERM_WRITE
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import MessageStore
-from store.record import MAX_PROPERTIES_LENGTH, MessageConst, MessageSysFlag, encode_host, join_properties
 from store.results import PutMessageResult
 
 SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
 
-#: Topics no producer may write to (reference §7).
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-})
-
-_WAIT_FALSE = MessageConst.WAIT + "\x01false"
+_WAIT_FALSE = MessageConst.PROPERTY_WAIT_STORE_MSG_OK + "\x01false"
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TXN_PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
 _MAX_CHECKED_TOPICS = 10_000
 _SAFE_PROPERTIES_CHARS = MAX_PROPERTIES_LENGTH // 4
 """Properties of at most this many characters cannot exceed the byte limit (UTF-8: at most 4 bytes each)."""
-_WAIT_TRUE = MessageConst.WAIT + "\x01true"
+_WAIT_TRUE = MessageConst.PROPERTY_WAIT_STORE_MSG_OK + "\x01true"
 
 
 def strip_property(properties: str, name: str) -> str:
@@ -99,7 +91,7 @@ class SendMessageProcessor:
         self.broker_permission = broker_permission
         self.groups = groups
         self.on_stored = on_stored
-        self._cluster_property = f"{MessageConst.CLUSTER}\x01{cluster_name}"
+        self._cluster_property = f"{MessageConst.PROPERTY_CLUSTER}\x01{cluster_name}"
         self._extra_fields = {"MSG_REGION": region_id, "TRACE_ON": "true" if trace_on else "false"}
         self._born_hosts: weakref.WeakKeyDictionary[Connection, bytes] = weakref.WeakKeyDictionary()
         #: topic names that passed the name checks (a send checks its topic by one set lookup)
@@ -123,14 +115,14 @@ class SendMessageProcessor:
         dead_letter = self._is_dead_letter(header)
         if dead_letter:
             topic = DLQ_GROUP_TOPIC_PREFIX + header.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-            self.topics.create_system_topic(topic, 1, PERM_READ | PERM_WRITE)
+            self.topics.create_system_topic(topic, 1, PermName.PERM_READ | PermName.PERM_WRITE)
         topic_config = self.topics.select_or_create_for_send(
             topic, header.default_topic, header.default_topic_queue_nums, conn.remote_addr
         )
         if topic_config is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST,
                                 f"topic[{header.topic}] not exist, apply first please!")
-        if not topic_config.perm & PERM_WRITE:
+        if not topic_config.perm & PermName.PERM_WRITE:
             return req.response(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden")
         queue_id = 0 if dead_letter else header.queue_id
         limit = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
@@ -172,7 +164,7 @@ class SendMessageProcessor:
         if self.is_slave:
             return req.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                                 f"the broker[{self.broker_name}, {self.broker_addr()}] is a slave: sending is refused")
-        if not self.broker_permission() & PERM_WRITE:
+        if not self.broker_permission() & PermName.PERM_WRITE:
             return req.response(ResponseCode.NO_PERMISSION,
                                 f"the broker[{self.broker_name}, {self.broker_addr()}] sending message is forbidden")
         topic = header.topic
@@ -180,7 +172,7 @@ class SendMessageProcessor:
             problem = validate_topic(topic)
             if problem is not None:
                 return req.response(ResponseCode.MESSAGE_ILLEGAL, problem)
-            if topic in NOT_ALLOWED_SEND_TOPICS:
+            if topic in NOT_ALLOWED_SEND_TOPIC_SET:
                 return req.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
             if len(self._checked_topics) >= _MAX_CHECKED_TOPICS:
                 self._checked_topics.clear()

@@ -26,15 +26,17 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from client.consume_pull import PullResult, PullSysFlag, pull_result_from_response
+from client.consume_pull import PullResult, pull_result_from_response
 from client.consumer.allocate import sort_queues
 from client.core.errors import BrokerNotFoundError, MQClientError
 from client.core.instance import MQClientInstance
 from client.core.route_table import FindBrokerResult
 from client.message import MessageQueue
 from client.pull_decode import MessageExt
-from client.subscription import EXPRESSION_TYPE_TAG, SubscriptionData
 from common.logs import get_logger
+from common.subscription import ExpressionType, SubscriptionData
+from common.sysflag import PullSysFlag
+from common.topic_config import PermName
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.errors import (
@@ -55,7 +57,7 @@ from remoting.headers import (
     TopicQueueRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from remoting.route import MASTER_ID, PERM_READ, TopicRouteData
+from remoting.route import MASTER_ID, TopicRouteData
 
 __all__ = [
     "UNREACHABLE_SKIP",
@@ -88,7 +90,7 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     queues = [
         MessageQueue(topic, data.broker_name, queue_id)
         for data in route.queue_datas
-        if data.perm & PERM_READ
+        if data.perm & PermName.PERM_READ
         for queue_id in range(data.read_queue_nums)
     ]
     return sort_queues(queues)
@@ -205,7 +207,7 @@ class ConsumerAPI:
             header = PullMessageRequestHeader(
                 self.group, mq.topic, mq.queue_id, offset, max_nums, _member_flag(sys_flag, found, post_subscription),
                 commit_offset, suspend_timeout_ms, subscription.sub_version,
-                subscription.sub_string if post_subscription else None, EXPRESSION_TYPE_TAG,
+                subscription.sub_string if post_subscription else None, ExpressionType.TAG,
             )
             try:
                 response = await self._invoke(found.addr, self._request(RequestCode.PULL_MESSAGE, header.to_fields()),

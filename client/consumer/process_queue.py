@@ -35,8 +35,8 @@ from client.consume_types import (
     PULL_THRESHOLD_FOR_QUEUE,
     PULL_THRESHOLD_SIZE_FOR_QUEUE,
 )
-from client.message import PROPERTY_MAX_OFFSET
 from client.pull_decode import MessageExt
+from common.message import MessageConst
 
 __all__ = [
     "PULL_MAX_IDLE_TIME",
@@ -188,7 +188,7 @@ class ProcessQueue:
         self.msg_count += added
         self._maybe_compact()
         if last is not None:
-            max_offset = last.get_property(PROPERTY_MAX_OFFSET)
+            max_offset = last.get_property(MessageConst.PROPERTY_MAX_OFFSET)
             if max_offset is not None and max_offset.lstrip("-").isdigit():
                 self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
         if held and not self.consuming:

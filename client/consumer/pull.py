@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from client.consume_pull import PullResult, pull_sys_flag
+from client.consume_pull import PullResult
 from client.consume_types import ConsumeFromWhere, ConsumeType
 from client.consumer.broker_api import ConsumerAPI, subscribe_queues
 from client.consumer.config import PullConsumerArgs, PullConsumerConfig
@@ -37,9 +37,11 @@ from client.core.instance import join_instance
 from client.core.member import ClientMember, State
 from client.message import MessageQueue
 from client.pull_decode import MessageExt
-from client.subscription import SubscriptionData, build_subscription, consumer_data_json
+from client.subscription import build_subscription, consumer_data_json
 from client.validators import check_topic
 from common.logs import get_logger
+from common.subscription import SubscriptionData
+from common.sysflag import pull_sys_flag
 
 __all__ = ["BROKER_SUSPEND_MAX", "PULL_RPC_MARGIN", "PullConsumer"]
 

@@ -26,7 +26,8 @@ from client.core.config import DEFAULT_TOPIC_QUEUE_NUMS
 from client.core.errors import NoRouteError
 from client.core.route_table import default_route_for_topic
 from client.message import MessageQueue
-from remoting.route import MASTER_ID, PERM_WRITE, BrokerData, TopicRouteData
+from common.topic_config import PermName
+from remoting.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
 __all__ = ["MAX_QUEUES_PER_BROKER", "TopicPublishInfo"]
 #: Queue counts in a route are clamped to this, so a corrupt route cannot make us allocate without limit.
@@ -67,7 +68,7 @@ def _writable_queues(topic: str, route: TopicRouteData, masters: dict[str, str])
     seen: set[str] = set()
     for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
         name = data.broker_name
-        if name in seen or not data.perm & PERM_WRITE or name not in masters:
+        if name in seen or not data.perm & PermName.PERM_WRITE or name not in masters:
             continue
         seen.add(name)
         queues.extend(MessageQueue(topic, name, qid) for qid in range(_queue_count(data.write_queue_nums)))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from broker.controller import BrokerController
+from common.record import decode_message_id
 from namesrv.controller import NamesrvController
 from remoting import route as rd
 from remoting.client import RemotingClient
@@ -24,7 +25,6 @@ from remoting.headers import (
 )
 from store.config import BrokerRole
 from store.message import MessageExtBatch, MessageExtBrokerInner
-from store.record import BatchEntry, decode_message_id, encode_batch_body
 from store.results import PutMessageResult
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
@@ -218,7 +218,7 @@ async def test_heartbeat_dialects_and_unregister(broker: BrokerController, clien
     assert resp.code == 0
     group = broker.clients.consumers["CG"]
     assert group.message_model == "CLUSTERING" and group.consume_type == "CONSUME_PASSIVELY"
-    assert group.subscriptions["T"].code_set == {97, 98} and group.subscriptions["T"].sub_version == 123
+    assert group.subscriptions["T"].code_set == [97, 98] and group.subscriptions["T"].sub_version == 123
     assert broker.topics.get("%RETRY%CG") is not None
     assert broker.clients.producer_count() == 1
     unreg = await client.invoke(broker.addr, RemotingCommand.request(

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from broker.controller import BrokerController
+from common.message import parse_properties
+from common.record import decode_records
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -18,7 +20,6 @@ from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.errors import RemotingClosedError
 from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
-from store.record import decode_records, parse_properties
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
 
@@ -235,7 +236,7 @@ async def test_delayed_message_arrives_no_earlier_than_its_level(broker: BrokerC
 
 async def test_send_back_goes_to_retry_then_dlq(broker: BrokerController, client: RemotingClient) -> None:
     resp = await send(client, broker.addr, "R", b"fail-me")
-    from store.record import decode_message_id
+    from common.record import decode_message_id
 
     phys = decode_message_id((resp.ext_fields or {})["msgId"])[2]
     back = {"offset": str(phys), "group": "RG", "delayLevel": "1", "originMsgId": "ORIG", "maxReconsumeTimes": "1"}

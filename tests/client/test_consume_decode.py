@@ -10,16 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from client.message import MessageQueue, decode_properties
+from client.message import MessageQueue
 from client.pull_decode import (
     MessageDecodeError,
     MessageExt,
     decode_messages,
-    encode_host,
-    offset_msg_id,
     restore_retry_topic,
     restore_retry_topics,
 )
+from common.message import parse_properties
+from common.record import message_id, parse_host_port
 from tests.client.pull_records import MAGIC_V2, Record, body_of
 
 # -- one record, byte by byte -------------------------------------------------------------------------
@@ -114,7 +114,7 @@ def test_ipv6_hosts(born: str, store: str, sys_flag: int) -> None:
     assert msg.born_host == born
     assert msg.store_host == store
     assert msg.body == record.body
-    assert msg.offset_msg_id == offset_msg_id(encode_host(store), 0xBBEA)
+    assert msg.offset_msg_id == message_id(parse_host_port(store), 0xBBEA)
     assert len(msg.offset_msg_id) == (56 if store.startswith("[") else 32)
 
 
@@ -205,7 +205,7 @@ _prop_text = st.text(alphabet=st.sampled_from(["A", "B", "T", "\x01", "\x02", "Ã
 def test_single_property_lookup_agrees_with_full_parse(text: str, name: str) -> None:
     msg = MessageExt.of("t", b"")
     msg._properties_text = text
-    assert msg.get_property(name) == decode_properties(text).get(name)
+    assert msg.get_property(name) == parse_properties(text).get(name)
 
 
 def test_properties_can_be_changed_after_parsing() -> None:
@@ -214,8 +214,12 @@ def test_properties_can_be_changed_after_parsing() -> None:
     assert msg.tags == "b"
     msg.clear_property("TAGS")
     assert msg.tags is None
-    msg._append_properties_text("\x02MIN_OFFSET\x013")
-    assert msg.get_property("MIN_OFFSET") == "3"
+    [stamped] = decode_messages(Record(properties="TAGS\x01a\x02").encode(), broker_name="b",
+                                properties_suffix="\x02MIN_OFFSET\x013")
+    assert (stamped.get_property("MIN_OFFSET"), stamped.tags, stamped.broker_name) == ("3", "a", "b")
+    assert stamped.properties == {"TAGS": "a", "MIN_OFFSET": "3"}
+    [bare] = decode_messages(Record(properties="").encode(), properties_suffix="\x02MIN_OFFSET\x013")
+    assert bare.properties == {"MIN_OFFSET": "3"}
 
 
 def test_transaction_id_for_committed_transactional_messages() -> None:
@@ -234,11 +238,6 @@ def test_of_and_repr_without_body() -> None:
     assert "secret" not in repr(msg)
     assert "6 bytes" in repr(msg)
     assert MessageExt.of("t", b"").born_host == ""
-
-
-def test_encode_host_rejects_garbage() -> None:
-    with pytest.raises(ValueError):
-        encode_host("no-port")
 
 
 # -- malformed bodies ---------------------------------------------------------------------------------
@@ -261,15 +260,16 @@ TOPIC_LEN_AT = 88 + 10
         (GOOD[:20], "truncated"),
         (_patch(GOOD, 4, ">I", 0xCBD43194), "magic"),
         (_patch(GOOD, 4, ">I", 0x12345678), "magic"),
-        (_patch(GOOD, 0, ">i", len(GOOD) + 1), "TOTALSIZE"),
-        (_patch(GOOD, 0, ">i", 50), "TOTALSIZE"),
-        (_patch(GOOD, 0, ">i", -5), "TOTALSIZE"),
-        (_patch(GOOD, BODY_LEN_AT, ">i", -1), "BODYLENGTH"),
-        (_patch(GOOD, BODY_LEN_AT, ">i", 1000), "BODYLENGTH"),
-        (_patch(GOOD, TOPIC_LEN_AT, ">B", 200), "TOPICLENGTH"),
-        (_patch(GOOD, TOPIC_LEN_AT, ">B", 100), "TOPICLENGTH"),
-        (_patch(GOOD, TOPIC_LEN_AT + 6, ">h", 3), "PROPERTIESLENGTH"),
-        (_patch(GOOD, TOPIC_LEN_AT + 6, ">h", -1), "PROPERTIESLENGTH"),
+        (_patch(GOOD, 0, ">i", len(GOOD) + 1), "truncated"),
+        (_patch(GOOD, 0, ">i", 50), "total size"),
+        (_patch(GOOD, 0, ">i", -5), "total size"),
+        (_patch(GOOD, BODY_LEN_AT, ">i", -1), "body length"),
+        (_patch(GOOD, BODY_LEN_AT, ">i", 1000), "body length"),
+        (_patch(GOOD, TOPIC_LEN_AT, ">B", 200), "topic length"),
+        (_patch(GOOD, TOPIC_LEN_AT, ">B", 100), "topic length"),
+        (_patch(GOOD, TOPIC_LEN_AT, ">B", 0), "topic length"),
+        (_patch(GOOD, TOPIC_LEN_AT + 6, ">h", 3), "size mismatch"),
+        (_patch(GOOD, TOPIC_LEN_AT + 6, ">h", -1), "size mismatch"),
     ],
 )
 def test_malformed_bodies_raise_the_decode_error(data: bytes, match: str) -> None:

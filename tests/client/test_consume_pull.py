@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.consume_pull import PullStatus, PullSysFlag, pull_result_from_response, pull_status_for_code, pull_sys_flag
+from client.consume_pull import PullStatus, pull_result_from_response, pull_status_for_code
 from client.message import MessageQueue
 from client.pull_decode import MessageDecodeError
 from client.subscription import build_subscription
@@ -110,10 +110,3 @@ def test_non_integer_offset_field() -> None:
 def test_bad_body_is_a_decode_error() -> None:
     with pytest.raises(MessageDecodeError):
         pull_result_from_response(0, FIELDS, b"\x00" * 50, message_queue=MQ)
-
-
-def test_pull_sys_flag() -> None:
-    assert pull_sys_flag(commit_offset=True, suspend=True, subscription=False) == 0x3
-    assert pull_sys_flag(commit_offset=False, suspend=True, subscription=True) == 0x6
-    assert pull_sys_flag(commit_offset=True, suspend=True, subscription=True, class_filter=True, lite_pull=True) == 0x1F
-    assert int(PullSysFlag.LITE_PULL) == 0x10

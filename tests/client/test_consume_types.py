@@ -1,4 +1,4 @@
-"""Consumer enums, retry/DLQ topic names and delay levels (reference §8)."""
+"""Consumer enums and delay levels (reference §8)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,7 @@ from client.consume_types import (
     DelayLevelError,
     MessageModel,
     delay_level_for_retry,
-    dlq_topic,
-    is_dlq_topic,
-    is_retry_topic,
     parse_delay_levels,
-    retry_topic,
 )
 
 
@@ -44,13 +40,6 @@ def test_bad_delay_levels(text: str) -> None:
 def test_retry_delay_levels() -> None:
     assert delay_level_for_retry(0) == 3  # 10 s
     assert delay_level_for_retry(15) == 18  # 2 h, the 16th and last retry
-
-
-def test_topic_names() -> None:
-    assert retry_topic("G") == "%RETRY%G"
-    assert dlq_topic("G") == "%DLQ%G"
-    assert is_retry_topic("%RETRY%G") and not is_retry_topic("G")
-    assert is_dlq_topic("%DLQ%G") and not is_dlq_topic("%RETRY%G")
 
 
 def test_java_names_for_heartbeats() -> None:

@@ -15,9 +15,7 @@ from client.message import (
     MessageQueue,
     SendResult,
     SendStatus,
-    decode_properties,
     encode_batch,
-    encode_properties,
     ensure_uniq_key,
     send_result_from_response,
 )
@@ -26,34 +24,6 @@ from remoting.errors import InvalidHeaderError, SystemBusyError, TopicNotExistEr
 
 def _generator() -> UniqIdGenerator:
     return UniqIdGenerator(ip="10.0.0.1", pid=0x1234, process_int=0xCAFEBABE, clock=lambda: 1_700_000_000_000)
-
-
-# -- properties ---------------------------------------------------------------------------------------
-
-
-def test_encode_properties_has_no_trailing_separator() -> None:
-    assert encode_properties({"TAGS": "a", "KEYS": "k1 k2"}) == "TAGS\x01a\x02KEYS\x01k1 k2"
-    assert encode_properties({}) == ""
-
-
-@pytest.mark.parametrize(
-    "text",
-    ["TAGS\x01a\x02KEYS\x01k1 k2", "TAGS\x01a\x02KEYS\x01k1 k2\x02"],
-    ids=["4.9.3+", "trailing-separator"],
-)
-def test_decode_properties_reads_both_forms(text: str) -> None:
-    assert decode_properties(text) == {"TAGS": "a", "KEYS": "k1 k2"}
-
-
-def test_properties_round_trip() -> None:
-    props = {"TAGS": "t", "UNIQ_KEY": "ABC", "x": "", "ünï": "cödé"}
-    assert decode_properties(encode_properties(props)) == props
-
-
-def test_decode_properties_skips_items_without_separator_and_empty_input() -> None:
-    assert decode_properties("") == {}
-    assert decode_properties("junk\x02A\x01b") == {"A": "b"}
-    assert decode_properties("A\x01b\x01c") == {"A": "b\x01c"}
 
 
 # -- message ------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import pytest
 from client.core.errors import InvalidMessageError
 from client.message import Message
 from client.validators import (
-    FORBIDDEN_TOPICS,
     check_and_encode_properties,
     check_body_size,
     check_group,
@@ -17,6 +16,7 @@ from client.validators import (
     check_producer_group,
     check_topic,
 )
+from common.topic import NOT_ALLOWED_SEND_TOPIC_SET
 
 
 def _fails(needle: str) -> AbstractContextManager[pytest.ExceptionInfo[InvalidMessageError]]:
@@ -48,7 +48,7 @@ def test_illegal_topics(topic: object, needle: str) -> None:
     assert info.value.response_code == 13 and info.value.retriable is False
 
 
-@pytest.mark.parametrize("topic", sorted(FORBIDDEN_TOPICS))
+@pytest.mark.parametrize("topic", sorted(NOT_ALLOWED_SEND_TOPIC_SET))
 def test_system_topics_are_forbidden(topic: str) -> None:
     with _fails(f"system topic {topic} is forbidden"):
         check_topic(topic)
@@ -63,7 +63,7 @@ def test_forbidden_topic_list_is_complete() -> None:
         "TRANS_CHECK_MAX_TIME_TOPIC",
         "SELF_TEST_TOPIC",
         "OFFSET_MOVED_EVENT",
-    } == FORBIDDEN_TOPICS
+    } == NOT_ALLOWED_SEND_TOPIC_SET
 
 
 def test_groups() -> None:

@@ -13,13 +13,13 @@ import pytest
 
 from client.message import Message, SendStatus
 from client.producer.producer import Producer
+from common.record import decode_records
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.errors import PocketMQError
 from store.config import StoreConfig
 from store.message_store import MessageStore
-from store.record import decode_records
 from tests.helpers import eventually
 from tests.procs import Proc, start_broker, start_namesrv
 

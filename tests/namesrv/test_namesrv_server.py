@@ -10,6 +10,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from common.topic_config import DataVersion, TopicConfig
 from namesrv.config import NamesrvConfig
 from namesrv.controller import NamesrvController
 from remoting import route as rd
@@ -43,8 +44,8 @@ async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
 
 def topic_wrapper(*topics: str, counter: int = 1) -> rd.TopicConfigSerializeWrapper:
     return rd.TopicConfigSerializeWrapper(
-        {t: rd.TopicConfig(t, read_queue_nums=4, write_queue_nums=4, perm=6) for t in topics},
-        rd.DataVersion(counter, 1690000000000),
+        {t: TopicConfig(t, read_queue_nums=4, write_queue_nums=4, perm=6) for t in topics},
+        DataVersion(counter, 1690000000000),
     )
 
 

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from common.topic_config import DataVersion, TopicConfig
 from namesrv.routeinfo import BrokerLiveInfo, RegisterBrokerResult, RouteInfoManager
 from remoting.errors import InvalidHeaderError
-from remoting.route import (
-    BrokerData,
-    ClusterInfo,
-    DataVersion,
-    QueueData,
-    TopicConfig,
-    TopicConfigSerializeWrapper,
-    TopicRouteData,
-)
+from remoting.route import BrokerData, ClusterInfo, QueueData, TopicConfigSerializeWrapper, TopicRouteData
 
 CLUSTER = "DefaultCluster"
 A_MASTER, A_SLAVE = "10.0.0.1:10911", "10.0.0.2:10911"

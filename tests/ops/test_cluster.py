@@ -15,11 +15,11 @@ import pytest
 
 from admin import cli
 from admin.cluster import LocalCluster, cluster_status
+from common.record import decode_records
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.headers import PullMessageRequestHeader
-from store.record import decode_records
 from tests.helpers import eventually
 from tests.procs import TEST_STORE_PROPERTIES, Proc, wait_exit
 

@@ -31,11 +31,11 @@ from admin.api import AdminClient, AdminError
 from admin.cluster import LocalCluster
 from client import Message, MessageQueue, Producer, PullConsumer, PullStatus, SendResult, SendStatus
 from client.core.errors import SendFailedError
+from common.record import decode_records
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import PullMessageRequestHeader
-from store.record import decode_records
 from tests.helpers import eventually
 from tests.procs import TEST_STORE_PROPERTIES
 

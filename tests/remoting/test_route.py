@@ -12,17 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.topic_config import DataVersion, TopicConfig
 from remoting import route as rd
 from remoting.codes import SerializeType
 from remoting.route import (
     BodyDecodeError,
     BrokerData,
     ClusterInfo,
-    DataVersion,
     KVTable,
     QueueData,
     RegisterBrokerBody,
-    TopicConfig,
     TopicConfigSerializeWrapper,
     TopicList,
     TopicRouteData,
@@ -223,15 +222,6 @@ def test_cluster_info_round_trip(serialize_type: int, standard_json: bool) -> No
     assert rd.decode_cluster_info(body, serialize_type) == info
 
 
-def test_data_version_next_version_and_json() -> None:
-    version = DataVersion(12, 5)
-    assert version.next_version(now_ms=1690000000000) is version
-    assert version == DataVersion(13, 1690000000000)
-    assert version.to_json_dict() == {"counter": 13, "timestamp": 1690000000000}
-    assert DataVersion.from_json_dict({"counter": 1, "timestamp": 2, "stateVersion": 0}) == DataVersion(1, 2)
-    assert DataVersion().next_version().timestamp > 1_600_000_000_000
-
-
 def test_topic_list_and_kv_table_shapes() -> None:
     assert rd.encode_body(TopicList(["A", "B"]).to_json_dict()) == b'{"topicList":["A","B"]}'
     assert TopicList.from_json_dict({"topicList": ["A"], "brokerAddr": "h:1"}) == TopicList(["A"], "h:1")
@@ -240,15 +230,24 @@ def test_topic_list_and_kv_table_shapes() -> None:
     assert KVTable.from_json_dict(rd.decode_body(b'{"table":{"TopicA":"broker-a:4"}}')) == table
 
 
-def test_topic_config_tolerates_ordinals_and_old_names() -> None:
-    config = TopicConfig.from_json_dict(
-        {"perm": 7, "topicFilterType": 1, "topicSynFlag": 2, "order": "true", "readQueueNums": 8}, "T"
-    )
-    assert config == TopicConfig("T", 8, 16, 7, "MULTI_TAG", 2, True)
-    with pytest.raises(BodyDecodeError):
-        TopicConfig.from_json_dict({"topicName": "T", "topicFilterType": "REGEX"})
-    with pytest.raises(BodyDecodeError):
-        TopicConfig.from_json_dict({"topicName": "T", "order": 5})
+def test_model_shape_errors_become_body_decode_errors() -> None:
+    bad_filter = b'{"topicConfigTable":{"T":{"topicName":"T","topicFilterType":"REGEX"}},"dataVersion":{}}'
+    with pytest.raises(BodyDecodeError, match="topicFilterType"):
+        rd.decode_register_body(bad_filter, compressed=False, version=36)
+    with pytest.raises(BodyDecodeError, match=r"topicConfig\.order"):
+        TopicConfigSerializeWrapper.from_json_dict({"topicConfigTable": {"T": {"order": 5}}})
+    with pytest.raises(BodyDecodeError, match=r"dataVersion\.counter"):
+        rd.decode_data_version(b'{"counter":"x"}')
+    with pytest.raises(BodyDecodeError, match=r"queueData\.perm"):
+        QueueData.from_json_dict({"brokerName": "b", "perm": True})
+
+
+def test_query_data_version_body() -> None:
+    assert rd.decode_data_version(b'{"counter":3,"timestamp":1690000000000}') == DataVersion(3, 1690000000000)
+    assert rd.decode_data_version(None) == DataVersion(0, 0)
+    assert rd.decode_data_version(b"null") == DataVersion(0, 0)
+    body = rd.encode_body(DataVersion(3, 5).to_json_dict(), SerializeType.MSGPACK)
+    assert rd.decode_data_version(body, SerializeType.MSGPACK) == DataVersion(3, 5)
 
 
 # -- RegisterBrokerBody ----------------------------------------------------------------------------------

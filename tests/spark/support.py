@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.message import encode_properties
+from common.record import Blank, MessageRecord, decode_record, encode_host
 from store import MessageExtBrokerInner, MessageStore, StoreConfig
-from store.record import Blank, MessageRecord, decode_record, encode_host, encode_properties
 from tests.client.pull_records import Record
 
 BLANK = 0xCBD43194

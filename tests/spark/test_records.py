@@ -19,6 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from common.errors import RecordFormatError
+from common.message import parse_properties
+from common.record import MessageRecord, decode_record, encode_host, encode_record
 from spark_jobs.manifest import ExportError
 from spark_jobs.records import (
     FileRange,
@@ -30,8 +33,6 @@ from spark_jobs.records import (
     properties_columns,
     scan_range,
 )
-from store.errors import RecordFormatError
-from store.record import MessageRecord, decode_record, encode_host, encode_record, parse_properties
 from tests.spark.support import HandRecord, patch, write_hand_commit_log
 
 FILE = 4096

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from common.message import encode_properties
+from common.record import MessageRecord, decode_record
+from common.sysflag import MessageSysFlag
 from store import MessageExtBrokerInner, MessageStore, StoreConfig
 from store.consume_queue import BLANK_UNIT_SIZE
-from store.record import MessageRecord, MessageSysFlag, decode_record, encode_properties
 
 CL_FILE = 64 * 1024
 CQ_FILE = 20 * 64

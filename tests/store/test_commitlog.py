@@ -7,19 +7,12 @@ import random
 import struct
 from pathlib import Path
 
+from common.batch import BatchEntry, encode_batch_body
+from common.message import java_string_hash
+from common.record import BLANK_MAGIC_CODE, MessageRecord, decode_record, encode_host, encode_record
+from common.sysflag import MessageSysFlag
 from store import GetMessageStatus, MessageExtBatch, MessageStore, PutMessageStatus
 from store.consume_queue import CQ_UNIT
-from store.record import (
-    BLANK_MAGIC_CODE,
-    BatchEntry,
-    MessageRecord,
-    MessageSysFlag,
-    decode_record,
-    encode_batch_body,
-    encode_host,
-    encode_record,
-    java_string_hash,
-)
 from tests.helpers import eventually
 from tests.store.support import CL_FILE, check_consistency, exists, msg, record_at, small_config
 

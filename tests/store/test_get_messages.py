@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from common.message import get_property, java_string_hash
+from common.record import MessageRecord, decode_record
+from common.topic import RMQ_SYS_SCHEDULE_TOPIC
 from store import BrokerRole, GetMessageStatus, MessageStore, PutMessageStatus
-from store.record import SCHEDULE_TOPIC, MessageRecord, decode_record, get_property, java_string_hash
 from tests.store.support import check_consistency, msg, small_config
 
 
@@ -111,7 +113,7 @@ async def test_delayed_message_goes_to_schedule_topic(store: MessageStore, monke
     result = await store.put_message(msg(topic="Orders", queue_id=3, tags="A", props={"DELAY": "3"}))
     assert result.is_ok
     assert store.get_max_offset_in_queue("Orders", 3) == 0
-    got = store.get_messages("g", SCHEDULE_TOPIC, 2, 0, 32)  # level 3 -> queue 2
+    got = store.get_messages("g", RMQ_SYS_SCHEDULE_TOPIC, 2, 0, 32)  # level 3 -> queue 2
     assert got.status is GetMessageStatus.FOUND
     record = decode_record(got.message_buffers[0])
     assert isinstance(record, MessageRecord)
@@ -120,7 +122,7 @@ async def test_delayed_message_goes_to_schedule_topic(store: MessageStore, monke
     assert got.tags_codes == [5_000_000 + 10_000]  # the delivery time: store time + 10 s
     beyond = await store.put_message(msg(topic="Orders", props={"DELAY": "99"}))
     assert beyond.is_ok
-    assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 17) == 1  # capped at the last level (18)
+    assert store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, 17) == 1  # capped at the last level (18)
     check_consistency(store)
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from common.files import write_atomically
+from common.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
+from common.topic_config import DataVersion, TopicConfig
 from store.metadata import (
-    DEFAULT_TOPIC,
     ConsumerOffsetTable,
     DelayOffsetTable,
     SubscriptionGroupConfig,
     SubscriptionGroupTable,
-    TopicConfig,
     TopicConfigTable,
     config_paths,
     quote_integer_keys,
@@ -33,7 +33,7 @@ def test_topics_json_has_the_default_topic(tmp_path: Path) -> None:
     path = str(tmp_path / "config" / "topics.json")
     table = TopicConfigTable(path)
     assert not table.load()
-    tbw = table.get(DEFAULT_TOPIC)
+    tbw = table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
     assert tbw is not None and (tbw.perm, tbw.read_queue_nums, tbw.write_queue_nums) == (7, 8, 8)
     table.put(TopicConfig("Orders", 4, 4, 6, order=True))
     table.persist()
@@ -48,6 +48,19 @@ def test_topics_json_has_the_default_topic(tmp_path: Path) -> None:
     assert again.delete("Orders") is not None and again.get("Orders") is None
 
 
+def test_topics_json_text_is_byte_exact(tmp_path: Path) -> None:
+    table = TopicConfigTable(str(tmp_path / "topics.json"))
+    table.data_version = DataVersion(2, 1700000000000)
+    table.persist()
+    assert (tmp_path / "topics.json").read_text() == (
+        '{\n\t"dataVersion": {\n\t\t"counter": 2,\n\t\t"timestamp": 1700000000000\n\t},\n'
+        '\t"topicConfigTable": {\n\t\t"TBW102": {\n\t\t\t"order": false,\n\t\t\t"perm": 7,\n'
+        '\t\t\t"readQueueNums": 8,\n\t\t\t"topicFilterType": "SINGLE_TAG",\n\t\t\t"topicName": "TBW102",\n'
+        '\t\t\t"topicSysFlag": 0,\n\t\t\t"writeQueueNums": 8\n\t\t}\n\t}\n}'
+    )
+    assert TopicConfigTable(str(tmp_path / "missing.json")).data_version.timestamp > 1_600_000_000_000
+
+
 def test_topics_json_written_by_rocketmq(tmp_path: Path) -> None:
     path = tmp_path / "topics.json"
     path.write_text('{"dataVersion":{"counter":3,"timestamp":1700000000000},"topicConfigTable":{"A":{'
@@ -56,7 +69,7 @@ def test_topics_json_written_by_rocketmq(tmp_path: Path) -> None:
     table = TopicConfigTable(str(path))
     assert table.load()
     assert table.get("A") == TopicConfig("A", 2, 2, 6)
-    assert DEFAULT_TOPIC in table.table  # added when missing
+    assert AUTO_CREATE_TOPIC_KEY_TOPIC in table.table  # added when missing
     assert table.data_version.counter == 3
 
 

@@ -110,8 +110,9 @@ class _PullServer:
 
 
 async def test_pulls_follow_the_suggested_member_and_fall_back_when_it_is_gone() -> None:
-    from client.consume_pull import PullStatus, pull_sys_flag
+    from client.consume_pull import PullStatus
     from client.consumer.broker_api import ConsumerAPI
+    from common.sysflag import pull_sys_flag
     from remoting.codes import SerializeType
 
     master, slave = _PullServer(suggest=1), _PullServer(suggest=0)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.topic_config import DataVersion, TopicConfig
 from namesrv.config import NamesrvConfig
 from namesrv.controller import NamesrvController
 from remoting import route as rd
@@ -100,12 +101,12 @@ class ScriptedBroker:
 
     async def register(self, *namesrvs: str, counter: int = 1, addr: str | None = None) -> None:
         table = {
-            topic: rd.TopicConfig(topic, read_queue_nums=nums, write_queue_nums=nums,
+            topic: TopicConfig(topic, read_queue_nums=nums, write_queue_nums=nums,
                                   perm=7 if topic == "TBW102" else 6)
             for topic, nums in self.topics.items()
         }
         body = rd.encode_register_body(
-            rd.RegisterBrokerBody(rd.TopicConfigSerializeWrapper(table, rd.DataVersion(counter, 1690000000000)), [])
+            rd.RegisterBrokerBody(rd.TopicConfigSerializeWrapper(table, DataVersion(counter, 1690000000000)), [])
         )
         broker_addr = addr or self.addr
         header = RegisterBrokerRequestHeader(self.name, broker_addr, CLUSTER, broker_addr, 0,

@@ -20,15 +20,14 @@ import pytest
 from broker.config import load_broker_config
 from broker.controller import BrokerController
 from client import InvalidMessageError, Message, MessageQueue, Producer, SendFailedError, SendResult, SendStatus
-from client.message import decode_properties
-from client.pull_decode import offset_msg_id
 from client.sync import Producer as BlockingProducer
+from common.message import parse_properties
+from common.record import MessageRecord, decode_record, message_id
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.errors import MessageIllegalError
-from store.record import MessageRecord, decode_record
 from tests.client.producer.producer_support import start_namesrv
 from tests.helpers import eventually
 
@@ -328,9 +327,9 @@ async def test_concurrent_sends_are_coalesced_and_each_gets_its_own_result(clust
         assert result.msg_id == message.properties["UNIQ_KEY"]
         record = record_at(cluster, "Coalesce", result)
         assert record.body == message.body
-        assert decode_properties(record.properties)["TAGS"] == message.properties["TAGS"]
-        assert decode_properties(record.properties)["UNIQ_KEY"] == result.msg_id
-        assert result.offset_msg_id == offset_msg_id(record.store_host, record.physical_offset)
+        assert parse_properties(record.properties)["TAGS"] == message.properties["TAGS"]
+        assert parse_properties(record.properties)["UNIQ_KEY"] == result.msg_id
+        assert result.offset_msg_id == message_id(record.store_host, record.physical_offset)
     assert stored_count(cluster, "Coalesce") == len(messages) + 1
 
 

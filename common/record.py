@@ -1,4 +1,5 @@
-"""The commit-log record of RocketMQ 4.x (magic v1), pure functions over bytes, no I/O.
+"""The commit-log record of RocketMQ 4.x, pure functions over bytes, no I/O: the one codec that the store
+(appends, recovery, a slave's replay), the SDK (pull responses), the Spark reader and the admin tools use.
 
 Record layout (all integers big-endian, reference §4.1)::
 
@@ -10,7 +11,7 @@ Record layout (all integers big-endian, reference §4.1)::
     16          4       FLAG                      the producer's flag, opaque to us
     20          8       QUEUEOFFSET               index in the topic queue's consume queue
     28          8       PHYSICALOFFSET            absolute commit-log offset of this record
-    36          4       SYSFLAG                   bits below
+    36          4       SYSFLAG                   :class:`~common.sysflag.MessageSysFlag`
     40          8       BORNTIMESTAMP             ms
     48          8|20    BORNHOST                  IPv4 4 B + port int32, or IPv6 16 B + port (SYSFLAG 0x10)
     B           8       STORETIMESTAMP            B = 56 | 68
@@ -18,45 +19,60 @@ Record layout (all integers big-endian, reference §4.1)::
     R           4       RECONSUMETIMES            R = B+16 | B+28
     R+4         8       PREPARED TRANSACTION OFFSET
     R+12        4       BODYLENGTH n
-    R+16        n       BODY
-    ...         1       TOPICLENGTH t             a (signed in Java) byte, so t <= 127
+    R+16        n       BODY                      deflated when SYSFLAG 0x1
+    ...         1       TOPICLENGTH t             a (signed in Java) byte, so 1 <= t <= 127
     ...         t       TOPIC                     UTF-8
     ...         2       PROPERTIESLENGTH p        a signed short, so p <= 32767
-    ...         p       PROPERTIES                "k\\x01v\\x02k\\x01v" (UTF-8), trailing \\x02 optional
+    ...         p       PROPERTIES                "k\\x01v\\x02k\\x01v" (UTF-8, :mod:`common.message`)
 
     size = 91 + n + t + p with two IPv4 hosts (+12 per IPv6 host).
 
+RocketMQ 5.x writes a v2 record (magic 0xDAA320AB) whose TOPICLENGTH is a 2-byte short; a 4.x-compatible
+client may receive one from a 5.x broker, so the decoder reads it in a pull response (``pulled``), never in
+a commit-log file of ours.
+
 A blank end-of-file marker is just ``TOTALSIZE = bytes left in the file`` and ``MAGICCODE = BLANK``
-(8 bytes); the rest of the file after it is ignored.
+(8 bytes); the rest of the file after it is ignored. Zeros where a record would start are the end of the
+written data (:attr:`~common.errors.RecordFormatError.END_OF_DATA`), not damage.
 
-Hosts travel through the store pre-encoded (``ip bytes + port int32``, 8 or 20 bytes) so that the hot path
-packs them as one ``s`` field: the broker encodes a connection's address once, not once per message.
-
-Batch body of SEND_BATCH_MESSAGE (reference §4.6), one entry after another::
-
-    0   4   TOTALSIZE (22 + n + p)    4   4   MAGICCODE (unused, 0)    8   4   BODYCRC (unused, 0)
-    12  4   FLAG                      16  4   BODYLENGTH n             20  n   BODY
-    20+n 2  PROPERTIESLENGTH p        22+n p  PROPERTIES
+Hosts travel pre-encoded (``ip bytes + port int32``, 8 or 20 bytes) so that the hot paths pack and unpack
+them as one ``s`` field; they become ``"ip:port"`` strings only when someone asks (:func:`format_host`).
 
 Offset message id (reference §4.5): upper-case hex of ``store ip + port int32 + physical offset int64``:
 32 characters for IPv4, 56 for IPv6.
+
+Decoding is :func:`locate_record` (validate one record and find its parts) under three front ends, each
+building only what its caller needs: :func:`decode_record` (every field, a :class:`MessageRecord`),
+:func:`check_record` (what dispatching needs, for recovery and a slave: no body copy, no properties text)
+and the SDK's ``decode_messages`` (its ``MessageExt``). Every malformed input raises
+:class:`~common.errors.RecordFormatError` with a fixed reason; never ``IndexError`` or ``struct.error``.
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
-from typing import NamedTuple
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any, Literal, NamedTuple, overload
 
-from store.errors import RecordFormatError
+from common.errors import RecordFormatError
+from common.message import (
+    MessageConst,
+    get_property,
+    parse_properties,
+    tags_code_of_bytes,
+)
+from common.sysflag import MessageSysFlag
+from common.topic import RMQ_SYS_SCHEDULE_TOPIC
 
 Buffer = bytes | bytearray | memoryview
 
 MESSAGE_MAGIC_CODE = -626843481
-"""0xDAA320A7 as a signed int32, the v1 message magic."""
+"""0xDAA320A7 as a signed int32, the v1 message magic (what 4.x brokers, and ours, write)."""
+MESSAGE_MAGIC_CODE_V2 = -626843477
+"""0xDAA320AB: the 5.x record with a 2-byte topic length (read in pull responses only)."""
 BLANK_MAGIC_CODE = -875286124
 """0xCBD43194 as a signed int32, the end-of-file blank marker."""
 
@@ -65,60 +81,9 @@ END_FILE_MIN_BLANK_LENGTH = 8
 
 MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_LENGTH = 32767
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-"""Delayed messages live here; their consume-queue tag code is the delivery time, not a tag hash."""
-
-
-class MessageSysFlag:
-    """Bits of SYSFLAG (reference §4.1)."""
-
-    COMPRESSED = 0x1
-    MULTI_TAGS = 0x2
-    TRANSACTION_NOT_TYPE = 0x0
-    TRANSACTION_PREPARED_TYPE = 0x4
-    TRANSACTION_COMMIT_TYPE = 0x8
-    TRANSACTION_ROLLBACK_TYPE = 0xC
-    TRANSACTION_MASK = 0xC
-    BORNHOST_V6 = 0x10
-    STOREHOST_V6 = 0x20
-    NEED_UNWRAP = 0x40
-    INNER_BATCH = 0x80
-
-    @staticmethod
-    def transaction_type(sys_flag: int) -> int:
-        """The transaction bits (2-3) of ``sys_flag``."""
-        return sys_flag & MessageSysFlag.TRANSACTION_MASK
-
-    @staticmethod
-    def is_dispatched(sys_flag: int) -> bool:
-        """Prepared and rolled-back transaction halves get no queue offset and no consume-queue entry."""
-        txn = sys_flag & MessageSysFlag.TRANSACTION_MASK
-        return txn in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
-
-
-class MessageConst:
-    """Well-known property keys (reference §4.1)."""
-
-    KEYS = "KEYS"
-    TAGS = "TAGS"
-    WAIT = "WAIT"
-    DELAY = "DELAY"
-    RETRY_TOPIC = "RETRY_TOPIC"
-    REAL_TOPIC = "REAL_TOPIC"
-    REAL_QID = "REAL_QID"
-    TRAN_MSG = "TRAN_MSG"
-    PGROUP = "PGROUP"
-    MIN_OFFSET = "MIN_OFFSET"
-    MAX_OFFSET = "MAX_OFFSET"
-    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-    RECONSUME_TIME = "RECONSUME_TIME"
-    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-    UNIQ_KEY = "UNIQ_KEY"  # Java: PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-    MSG_REGION = "MSG_REGION"
-    TRACE_ON = "TRACE_ON"
-    CLUSTER = "CLUSTER"
-    CONSUME_START_TIME = "CONSUME_START_TIME"
-
+_MAX_TOPIC_LENGTH_V2 = 0x7FFF
+_TOPIC_LENGTH_LIMITS = (MAX_TOPIC_LENGTH, _MAX_TOPIC_LENGTH_V2)
+"""Indexed by the width of TOPICLENGTH minus one (v1: one byte, v2: two)."""
 
 # Named offsets of the fixed part that does not depend on the host variants.
 TOTAL_SIZE_OFFSET = 0
@@ -159,12 +124,18 @@ RECORD_OVERHEAD: tuple[int, ...] = tuple(s.size + 1 + 2 for s in HEADER_STRUCTS)
 """Record size minus body, topic and properties bytes: 91, 103, 103, 115."""
 
 _MIN_RECORD_SIZE = RECORD_OVERHEAD[0]
+_HEADER_SIZES = tuple(s.size for s in HEADER_STRUCTS)
+_HEADER_UNPACKERS = tuple(s.unpack_from for s in HEADER_STRUCTS)
 _HOST_V6_BITS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6
+_HOST_V6_SHIFT = 4
+#: SYSFLAG's last byte holds the host bits: the header struct is chosen from it before anything is unpacked.
+_SYSFLAG_HOST_BYTE = SYS_FLAG_OFFSET + 3
+_PEEK_LENGTH = _SYSFLAG_HOST_BYTE + 1
 
 
 def host_variant(sys_flag: int) -> int:
     """0..3: bit 0 set for an IPv6 born host, bit 1 for an IPv6 store host (index into HEADER_STRUCTS)."""
-    return (sys_flag & _HOST_V6_BITS) >> 4
+    return (sys_flag & _HOST_V6_BITS) >> _HOST_V6_SHIFT
 
 
 def store_timestamp_offset(sys_flag: int) -> int:
@@ -210,10 +181,17 @@ def decode_host(raw: Buffer) -> tuple[str, int]:
     raise ValueError(f"host field of {len(data)} bytes")
 
 
-def format_host(raw: Buffer) -> str:
-    """``"ip:port"`` (IPv6 in brackets) from an encoded host field."""
+@lru_cache(maxsize=4096)
+def format_host(raw: bytes) -> str:
+    """``"ip:port"`` from an 8- or 20-byte host field; IPv6 in brackets, ``""`` for an empty field.
+
+    Cached: a consumer or a scan meets the same few hosts over and over."""
+    if not raw:
+        return ""
+    if len(raw) == IPV4_HOST_LENGTH:
+        return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}:{INT32.unpack_from(raw, 4)[0]}"
     ip, port = decode_host(raw)
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    return f"[{ip}]:{port}"
 
 
 def host_sys_flags(born_host: Buffer, store_host: Buffer) -> int:
@@ -231,7 +209,7 @@ def host_sys_flags(born_host: Buffer, store_host: Buffer) -> int:
 
 def message_id(store_host: bytes, physical_offset: int) -> str:
     """The offset message id (``msgId`` of a send response): hex of store host + physical offset."""
-    return store_host.hex().upper() + f"{physical_offset:016X}"
+    return store_host.hex().upper() + format(physical_offset & 0xFFFFFFFFFFFFFFFF, "016X")
 
 
 def decode_message_id(msg_id: str) -> tuple[str, int, int]:
@@ -244,106 +222,6 @@ def decode_message_id(msg_id: str) -> tuple[str, int, int]:
         raise ValueError(f"message id {msg_id!r} has {len(raw)} bytes, want 16 or 28")
     ip, port = decode_host(raw[:-8])
     return ip, port, INT64.unpack_from(raw, len(raw) - 8)[0]
-
-
-# ---------------------------------------------------------------------------------------- properties
-
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-
-
-def encode_properties(properties: Mapping[str, str]) -> str:
-    """``k\\x01v\\x02k\\x01v`` without a trailing separator (the 4.9.3+ form)."""
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse either form (with or without the trailing ``\\x02``); pairs without ``\\x01`` are skipped."""
-    result: dict[str, str] = {}
-    for item in text.split(PROPERTY_SEPARATOR):
-        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and name:
-            result[name] = value
-    return result
-
-
-def get_property(text: str, name: str) -> str | None:
-    """One property's value without parsing the whole string (the hot path only needs TAGS)."""
-    marker = name + NAME_VALUE_SEPARATOR
-    start = 0
-    while True:
-        at = text.find(marker, start)
-        if at < 0:
-            return None
-        if at == 0 or text[at - 1] == PROPERTY_SEPARATOR:
-            begin = at + len(marker)
-            end = text.find(PROPERTY_SEPARATOR, begin)
-            return text[begin:] if end < 0 else text[begin:end]
-        start = at + 1
-
-
-def join_properties(first: str, second: str) -> str:
-    """``first`` followed by ``second``, with one separator between them when both are non-empty."""
-    if not second:
-        return first
-    if not first or first.endswith(PROPERTY_SEPARATOR):
-        return first + second
-    return first + PROPERTY_SEPARATOR + second
-
-
-def get_property_bytes(data: Buffer, marker: bytes) -> bytes | None:
-    """One property's value from raw properties bytes; ``marker`` is ``b"NAME\\x01"``."""
-    raw = data if isinstance(data, bytes) else bytes(data)
-    start = 0
-    while True:
-        at = raw.find(marker, start)
-        if at < 0:
-            return None
-        if at == 0 or raw[at - 1] == 2:
-            begin = at + len(marker)
-            end = raw.find(b"\x02", begin)
-            return raw[begin:] if end < 0 else raw[begin:end]
-        start = at + 1
-
-
-_DELAY_MARKER = b"DELAY\x01"
-
-
-@functools.lru_cache(maxsize=8192)
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode()`` (over UTF-16 code units, int32 overflow): the tag code of a message."""
-    h = 0
-    units = text.encode("ascii") if text.isascii() else struct.unpack(
-        f">{len(text.encode('utf-16-be')) // 2}H", text.encode("utf-16-be"))
-    for unit in units:
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-def tags_code_of(properties: str) -> int:
-    """Tag code of a properties string: hash of TAGS, 0 when there is none (hot path: no full parse)."""
-    at = properties.find("TAGS\x01")
-    if at < 0:
-        return 0
-    if at and properties[at - 1] != PROPERTY_SEPARATOR:
-        tags = get_property(properties, MessageConst.TAGS)
-        return java_string_hash(tags) if tags else 0
-    end = properties.find(PROPERTY_SEPARATOR, at + 5)
-    tags = properties[at + 5:] if end < 0 else properties[at + 5:end]
-    return java_string_hash(tags) if tags else 0
-
-
-def tags_code_of_bytes(properties: bytes) -> int:
-    """:func:`tags_code_of` for raw properties bytes (batch entries, records)."""
-    at = properties.find(b"TAGS\x01")
-    if at < 0:
-        return 0
-    if at and properties[at - 1] != 2:
-        raw = get_property_bytes(properties, b"TAGS\x01")
-    else:
-        end = properties.find(b"\x02", at + 5)
-        raw = properties[at + 5:] if end < 0 else properties[at + 5:end]
-    return java_string_hash(raw.decode(errors="replace")) if raw else 0
 
 
 # ------------------------------------------------------------------------------------------- encode
@@ -443,7 +321,7 @@ def encode_blank_into(buf: Buffer | bytearray, pos: int, size: int) -> None:
 
 
 class MessageRecord(NamedTuple):
-    """Every field of one stored record (what a pull client or the Spark reader sees)."""
+    """Every field of one stored record (what the Spark reader and the admin tools see)."""
 
     total_size: int
     magic_code: int
@@ -486,12 +364,12 @@ class MessageRecord(NamedTuple):
     @property
     def tags(self) -> str | None:
         """The TAGS property."""
-        return get_property(self.properties, MessageConst.TAGS)
+        return get_property(self.properties, MessageConst.PROPERTY_TAGS)
 
     @property
     def keys(self) -> list[str]:
         """The KEYS property split on spaces."""
-        keys = get_property(self.properties, MessageConst.KEYS)
+        keys = get_property(self.properties, MessageConst.PROPERTY_KEYS)
         return keys.split() if keys else []
 
 
@@ -515,62 +393,159 @@ class DispatchRequest(NamedTuple):
     delay_level: int
 
 
-_Parsed = tuple[tuple[int | bytes, ...], int, int, int, int]
-"""What :func:`_parse` found: (header fields, body start, body end = topic-length byte, topic end =
-properties-length field, properties end); a plain tuple, as it is built once per record scanned."""
+RecordParts = tuple[tuple[Any, ...], int, int, int, int]
+"""What :func:`locate_record` found: (the 15 header fields of ``HEADER_STRUCTS``, body start, body end, topic
+start, properties start); the record ends at ``pos + fields[0]``. A plain tuple: one is built per record."""
 
-_TOPIC_NAMES: dict[bytes, str] = {}
-"""Decoded topic names by their bytes (a scan meets the same few topics over and over)."""
-_TOPIC_NAMES_MAX = 4096
+TOPIC_NAMES: dict[bytes, str] = {}
+"""Decoded topic names by their bytes: a scan or a consumer meets the same few topics over and over. Bounded
+by :data:`TOPIC_NAMES_MAX` (cleared when full: a bound, not an LRU)."""
+TOPIC_NAMES_MAX = 4096
 
 
-def _parse(buf: Buffer, pos: int, limit: int, check_crc: bool, expected_offset: int | None) -> _Parsed | Blank:
-    """Validate the record at ``pos`` (which must end by ``limit``) and locate its parts."""
+def remember_topic(raw: bytes) -> str:
+    """Decode a topic name and keep it in :data:`TOPIC_NAMES` (bad UTF-8 raises ``UnicodeDecodeError``).
+    Callers look the cache up themselves first (the hit is the hot path)."""
+    topic = raw.decode()
+    if len(TOPIC_NAMES) >= TOPIC_NAMES_MAX:
+        TOPIC_NAMES.clear()
+    TOPIC_NAMES[raw] = topic
+    return topic
+
+
+@overload
+def locate_record(
+    buf: Buffer, pos: int, limit: int, check_crc: bool, expected_offset: int | None, pulled: Literal[True], /
+) -> RecordParts: ...
+
+
+@overload
+def locate_record(
+    buf: Buffer, pos: int, limit: int, check_crc: bool, expected_offset: int | None, pulled: bool, /
+) -> RecordParts | Blank: ...
+
+
+def locate_record(
+    buf: Buffer, pos: int, limit: int, check_crc: bool, expected_offset: int | None, pulled: bool, /
+) -> RecordParts | Blank:
+    """Validate the record at ``buf[pos:]`` (which must end by ``limit``) and locate its parts.
+
+    ``pulled`` says the bytes are a pull response: the v2 magic is read, and a blank marker or zeros are not
+    an end but damage. Otherwise (a commit-log file or an export) a blank marker is returned as
+    :class:`Blank` and zeros raise with reason :attr:`~common.errors.RecordFormatError.END_OF_DATA`. With
+    ``expected_offset`` the PHYSICALOFFSET field must equal it; with ``check_crc`` BODYCRC must match.
+    Raises :class:`~common.errors.RecordFormatError` for anything else that is not a whole, valid record.
+    """
+    # Positional and flat on purpose: this runs for every record a consumer, a recovery or a reader meets.
+    # The good path tests only what makes a record valid (every other rule follows from these: TOTALSIZE
+    # covers header, body, topic and properties exactly, and nothing is read before it is known to exist or
+    # is harmless to read); anything else goes to _explain, which applies the rules one by one, in the store's
+    # order, so that the reason (recovery plans, export manifests and errors carry it) is always the same.
+    try:
+        variant = (buf[pos + _SYSFLAG_HOST_BYTE] >> _HOST_V6_SHIFT) & 3
+        fields = _HEADER_UNPACKERS[variant](buf, pos)
+        magic = fields[1]
+        if magic == MESSAGE_MAGIC_CODE:
+            wide = 0
+        elif pulled and magic == MESSAGE_MAGIC_CODE_V2:
+            wide = 1
+        else:
+            return _explain(buf, pos, limit, check_crc, expected_offset, pulled)
+        end = pos + fields[0]
+        body_start = pos + _HEADER_SIZES[variant]
+        body_end = body_start + fields[14]
+        if body_end < body_start or end > limit:
+            return _explain(buf, pos, limit, check_crc, expected_offset, pulled)
+        if wide:
+            topic_len = buf[body_end] << 8 | buf[body_end + 1]
+            topic_ok = 0 < topic_len <= _MAX_TOPIC_LENGTH_V2
+        else:
+            topic_len = buf[body_end]
+            topic_ok = 0 < topic_len <= MAX_TOPIC_LENGTH
+        topic_start = body_end + 1 + wide
+        props_start = topic_start + topic_len + 2
+        props_len = buf[props_start - 2] << 8 | buf[props_start - 1]
+    except (IndexError, struct.error):
+        return _explain(buf, pos, limit, check_crc, expected_offset, pulled)
+    if not topic_ok or props_len > MAX_PROPERTIES_LENGTH or props_start + props_len != end or (
+            expected_offset is not None and fields[6] != expected_offset) or (
+            check_crc and fields[2] != zlib.crc32(buf[body_start:body_end]) & 0x7FFFFFFF):
+        return _explain(buf, pos, limit, check_crc, expected_offset, pulled)
+    return fields, body_start, body_end, topic_start, props_start
+
+
+def _explain(
+    buf: Buffer, pos: int, limit: int, check_crc: bool, expected_offset: int | None, pulled: bool
+) -> RecordParts | Blank:
+    """:func:`locate_record` for what its good path did not take: the rules one by one, in order, raising
+    with the first one broken (or a blank marker, or a record that is valid after all)."""
     avail = limit - pos
-    if avail < 8:
-        if avail > 0 and not any(bytes(buf[pos:limit])):
-            raise RecordFormatError(RecordFormatError.END_OF_DATA, pos)
-        raise RecordFormatError("truncated record", pos)
-    total, magic = SIZE_AND_MAGIC.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC_CODE:
-        if total < END_FILE_MIN_BLANK_LENGTH:
-            raise RecordFormatError("bad blank marker size", pos)
-        if total > avail:
-            raise RecordFormatError("truncated record", pos)
-        return Blank(total)
-    if magic != MESSAGE_MAGIC_CODE:
-        if total == 0 and magic == 0:
-            raise RecordFormatError(RecordFormatError.END_OF_DATA, pos)
-        raise RecordFormatError("bad magic code", pos)
-    if total < _MIN_RECORD_SIZE:
-        raise RecordFormatError("bad total size", pos)
-    if total > avail:
-        raise RecordFormatError("truncated record", pos)
-    sys_flag = INT32.unpack_from(buf, pos + SYS_FLAG_OFFSET)[0]
-    header = HEADER_STRUCTS[host_variant(sys_flag)]
-    if total < header.size + 3:
-        raise RecordFormatError("bad total size", pos)
-    fields = header.unpack_from(buf, pos)
+    if avail < _PEEK_LENGTH:
+        return _locate_short(buf, pos, limit, pulled)
+    variant = (buf[pos + _SYSFLAG_HOST_BYTE] >> _HOST_V6_SHIFT) & 3
+    header_size = _HEADER_SIZES[variant]
+    if avail < header_size:
+        return _locate_short(buf, pos, limit, pulled)
+    fields = _HEADER_UNPACKERS[variant](buf, pos)
+    total = fields[0]
+    magic = fields[1]
+    if not _is_message_magic(magic, pulled):
+        return _odd_magic(total, magic, avail, pos, pulled)
+    wide = int(magic == MESSAGE_MAGIC_CODE_V2)
+    if not header_size + 3 + wide <= total <= avail:
+        raise RecordFormatError("truncated record" if _MIN_RECORD_SIZE <= total > avail else "bad total size", pos)
+    end = pos + total
+    body_start = pos + header_size
     body_len = fields[14]
-    body_start = pos + header.size
     body_end = body_start + body_len
-    if body_len < 0 or body_end + 3 > pos + total:
+    if body_len < 0 or body_end + 3 + wide > end:
         raise RecordFormatError("bad body length", pos)
-    topic_len = buf[body_end]
-    if not 0 < topic_len <= MAX_TOPIC_LENGTH:
+    topic_start = body_end + 1 + wide
+    topic_len = int.from_bytes(buf[body_end:topic_start], "big")
+    props_start = topic_start + topic_len + 2
+    if not 0 < topic_len <= _TOPIC_LENGTH_LIMITS[wide] or props_start > end:
         raise RecordFormatError("bad topic length", pos)
-    topic_end = body_end + 1 + topic_len
-    if topic_end + 2 > pos + total:
-        raise RecordFormatError("bad topic length", pos)
-    props_len = PROPERTIES_LENGTH.unpack_from(buf, topic_end)[0]
-    props_end = topic_end + 2 + props_len
-    if props_len < 0 or props_end != pos + total:
+    props_len = buf[props_start - 2] << 8 | buf[props_start - 1]
+    if props_len > MAX_PROPERTIES_LENGTH or props_start + props_len != end:
         raise RecordFormatError("size mismatch", pos)
     if expected_offset is not None and fields[6] != expected_offset:
         raise RecordFormatError("physical offset mismatch", pos)
     if check_crc and fields[2] != zlib.crc32(buf[body_start:body_end]) & 0x7FFFFFFF:
         raise RecordFormatError("body CRC mismatch", pos)
-    return fields, body_start, body_end, topic_end, props_end
+    return fields, body_start, body_end, topic_start, props_start
+
+
+def _is_message_magic(magic: int, pulled: bool) -> bool:
+    return magic == MESSAGE_MAGIC_CODE or (pulled and magic == MESSAGE_MAGIC_CODE_V2)
+
+
+def _odd_magic(total: int, magic: int, avail: int, pos: int, pulled: bool) -> Blank:
+    """A magic other than a message's: a blank marker (in a file), the zeros after the data, or damage."""
+    if magic == BLANK_MAGIC_CODE and not pulled:
+        if total < END_FILE_MIN_BLANK_LENGTH:
+            raise RecordFormatError("bad blank marker size", pos)
+        if total > avail:
+            raise RecordFormatError("truncated record", pos)
+        return Blank(total)
+    if total == 0 and magic == 0 and not pulled:
+        raise RecordFormatError(RecordFormatError.END_OF_DATA, pos)
+    raise RecordFormatError("bad magic code", pos)
+
+
+def _locate_short(buf: Buffer, pos: int, limit: int, pulled: bool) -> Blank:
+    """Fewer bytes are left than a record header: a blank marker, the zeros after the data, or an error."""
+    avail = limit - pos
+    if avail < SIZE_AND_MAGIC.size:
+        if not pulled and avail > 0 and not any(bytes(buf[pos:limit])):
+            raise RecordFormatError(RecordFormatError.END_OF_DATA, pos)
+        raise RecordFormatError("truncated record", pos)
+    total, magic = SIZE_AND_MAGIC.unpack_from(buf, pos)
+    if not _is_message_magic(magic, pulled):
+        return _odd_magic(total, magic, avail, pos, pulled)
+    if total < _MIN_RECORD_SIZE or total <= avail:
+        # A record that fits in fewer bytes than its own header cannot add up.
+        raise RecordFormatError("bad total size", pos)
+    raise RecordFormatError("truncated record", pos)
 
 
 def _text(buf: Buffer, start: int, end: int, pos: int, what: str) -> str:
@@ -578,6 +553,22 @@ def _text(buf: Buffer, start: int, end: int, pos: int, what: str) -> str:
         return bytes(buf[start:end]).decode()
     except UnicodeDecodeError:
         raise RecordFormatError(f"{what} is not UTF-8", pos) from None
+
+
+def _topic(buf: Buffer, start: int, end: int, pos: int) -> str:
+    raw = bytes(buf[start:end])
+    topic = TOPIC_NAMES.get(raw)
+    if topic is None:
+        try:
+            topic = remember_topic(raw)
+        except UnicodeDecodeError:
+            raise RecordFormatError("topic is not UTF-8", pos) from None
+    return topic
+
+
+_new_tuple = tuple.__new__
+"""``_new_tuple(MessageRecord, values)``: a named tuple built from a tuple in one C call, not through its
+generated ``__new__`` with one argument per field (which costs about as much as locating the record)."""
 
 
 def decode_record(
@@ -588,27 +579,28 @@ def decode_record(
     check_crc: bool = True,
     expected_offset: int | None = None,
 ) -> MessageRecord | Blank:
-    """Decode the record at ``buf[pos:]``; :class:`Blank` for an end-of-file marker.
+    """Decode the record at ``buf[pos:]`` of a commit-log file (or an export); :class:`Blank` for an
+    end-of-file marker.
 
-    Raises :class:`~store.errors.RecordFormatError` for anything that is not a whole, valid record:
+    Raises :class:`~common.errors.RecordFormatError` for anything that is not a whole, valid record:
     bad magic, sizes that do not add up, a record running past ``limit`` (default: end of ``buf``),
     a body CRC mismatch (when ``check_crc``), or a PHYSICALOFFSET other than ``expected_offset``.
     """
-    parsed = _parse(buf, pos, len(buf) if limit is None else limit, check_crc, expected_offset)
-    if isinstance(parsed, Blank):
-        return parsed
-    f, body_start, body_end, topic_end, props_end = parsed
-    return MessageRecord(
-        f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13],  # type: ignore[arg-type]
+    parts = locate_record(buf, pos, len(buf) if limit is None else limit, check_crc, expected_offset, False)
+    if isinstance(parts, Blank):
+        return parts
+    f, body_start, body_end, topic_start, props_start = parts
+    return _new_tuple(MessageRecord, (
+        *f[:14],
         bytes(buf[body_start:body_end]),
-        _text(buf, body_end + 1, topic_end, pos, "topic"),
-        _text(buf, topic_end + 2, props_end, pos, "properties"),
-    )
+        _topic(buf, topic_start, props_start - 2, pos),
+        _text(buf, props_start, pos + f[0], pos, "properties"),
+    ))
 
 
 def decode_records(buf: Buffer, *, check_crc: bool = True) -> Iterator[MessageRecord]:
-    """Records laid end to end (a pull response body, an exported commit-log range); stops at a blank
-    marker or at the zeros after the last record; raises on damage."""
+    """Records laid end to end (an exported commit-log range, a file); stops at a blank marker or at the
+    zeros after the last record; raises on damage."""
     pos = 0
     while pos < len(buf):
         try:
@@ -623,6 +615,9 @@ def decode_records(buf: Buffer, *, check_crc: bool = True) -> Iterator[MessageRe
         pos += record.total_size
 
 
+_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL.encode()
+
+
 def check_record(
     buf: Buffer,
     pos: int,
@@ -632,77 +627,20 @@ def check_record(
     check_crc: bool = True,
 ) -> DispatchRequest | Blank:
     """Validate the record at ``buf[pos:]`` of a file that starts at commit-log offset ``base_offset``
-    and return what dispatching it needs (recovery, slave replay). Raises ``RecordFormatError``."""
-    parsed = _parse(buf, pos, limit, check_crc, base_offset + pos)
-    if isinstance(parsed, Blank):
-        return parsed
-    f, _body_start, body_end, topic_end, props_end = parsed
-    raw_topic = bytes(buf[body_end + 1:topic_end])
-    topic = _TOPIC_NAMES.get(raw_topic)
-    if topic is None:
-        topic = _text(buf, body_end + 1, topic_end, pos, "topic")
-        if len(_TOPIC_NAMES) >= _TOPIC_NAMES_MAX:
-            _TOPIC_NAMES.clear()
-        _TOPIC_NAMES[raw_topic] = topic
-    props = bytes(buf[topic_end + 2:props_end])
-    tags_code = tags_code_of_bytes(props)
+    and return what dispatching it needs (recovery, slave replay). Raises ``RecordFormatError``.
+
+    The properties are not decoded to text (only TAGS and, for delayed messages, DELAY are read), so a
+    record with bad UTF-8 there is still dispatched, as RocketMQ does."""
+    parts = locate_record(buf, pos, limit, check_crc, base_offset + pos, False)
+    if isinstance(parts, Blank):
+        return parts
+    f, _body_start, _body_end, topic_start, props_start = parts
+    topic = _topic(buf, topic_start, props_start - 2, pos)
+    props = bytes(buf[props_start:pos + f[0]])
     delay_level = 0
-    if topic == SCHEDULE_TOPIC:
-        delay = get_property_bytes(props, _DELAY_MARKER)
+    if topic == RMQ_SYS_SCHEDULE_TOPIC:
+        delay = get_property(props, _DELAY)
         delay_level = int(delay) if delay and delay.isdigit() else 0
-    return DispatchRequest(
-        topic, f[3], f[6], f[0], tags_code, f[10], f[5], f[7], delay_level,  # type: ignore[arg-type]
-    )
-
-
-# --------------------------------------------------------------------------------------- batch body
-
-BATCH_ENTRY_HEADER = struct.Struct(">iiiii")
-"""TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLENGTH of one batch entry."""
-BATCH_ENTRY_OVERHEAD = BATCH_ENTRY_HEADER.size + 2
-
-
-class BatchEntry(NamedTuple):
-    """One message of a batch body: its flag, body and own properties string."""
-
-    flag: int
-    body: bytes
-    properties: str
-
-
-def decode_batch_body(data: Buffer) -> list[BatchEntry]:
-    """Split a SEND_BATCH_MESSAGE body into entries; ``RecordFormatError`` if the sizes do not add up."""
-    entries: list[BatchEntry] = []
-    view = memoryview(data)
-    pos, end = 0, len(view)
-    while pos < end:
-        if end - pos < BATCH_ENTRY_OVERHEAD:
-            raise RecordFormatError("truncated batch entry", pos)
-        total, _magic, _crc, flag, body_len = BATCH_ENTRY_HEADER.unpack_from(view, pos)
-        body_start = pos + BATCH_ENTRY_HEADER.size
-        body_end = body_start + body_len
-        if body_len < 0 or total > end - pos or body_end + 2 > pos + total:
-            raise RecordFormatError("bad batch entry size", pos)
-        props_len = PROPERTIES_LENGTH.unpack_from(view, body_end)[0]
-        if props_len < 0 or body_end + 2 + props_len != pos + total:
-            raise RecordFormatError("bad batch entry size", pos)
-        try:
-            props = bytes(view[body_end + 2:pos + total]).decode()
-        except UnicodeDecodeError:
-            raise RecordFormatError("batch properties are not UTF-8", pos) from None
-        entries.append(BatchEntry(flag, bytes(view[body_start:body_end]), props))
-        pos += total
-    return entries
-
-
-def encode_batch_body(entries: list[BatchEntry]) -> bytes:
-    """The inverse of :func:`decode_batch_body` (the client side, tests)."""
-    out = bytearray()
-    for entry in entries:
-        props = entry.properties.encode()
-        total = BATCH_ENTRY_OVERHEAD + len(entry.body) + len(props)
-        out += BATCH_ENTRY_HEADER.pack(total, 0, 0, entry.flag, len(entry.body))
-        out += entry.body
-        out += PROPERTIES_LENGTH.pack(len(props))
-        out += props
-    return bytes(out)
+    return _new_tuple(DispatchRequest, (
+        topic, f[3], f[6], f[0], tags_code_of_bytes(props), f[10], f[5], f[7], delay_level,
+    ))
