@@ -11,7 +11,7 @@ from typing import Any
 from client.consumer.broker_api import ConsumerAPI
 from client.consumer.config import ConsumerConfig
 from client.consumer.offset_store import OffsetCommitter, OffsetTable
-from client.subscription import SubscriptionData
+from common.subscription import SubscriptionData
 
 __all__ = ["PushContext"]
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 import asyncio
 import time
 
-from client.consume_pull import PullResult, PullStatus, pull_sys_flag
+from client.consume_pull import PullResult, PullStatus
 from client.consumer.consume_service import ConsumeService
 from client.consumer.context import PushContext
 from client.consumer.process_queue import ProcessQueue
 from client.message import MessageQueue
 from client.pull_decode import restore_retry_topics
-from client.subscription import SubscriptionData
 from common.service import Service
+from common.subscription import SubscriptionData
+from common.sysflag import pull_sys_flag
 from remoting.codes import ResponseCode
 from remoting.errors import PocketMQError, ResponseError
 

@@ -49,7 +49,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Unpack
 
-from client.consume_types import ConsumeResult, ConsumeType, delay_level_for_retry, retry_topic
+from client.consume_types import ConsumeResult, ConsumeType, delay_level_for_retry
 from client.consumer.broker_api import ConsumerAPI
 from client.consumer.config import ConsumerArgs, ConsumerConfig
 from client.consumer.consume_service import ConcurrentConsumeService, ConsumeService, OrderlyConsumeService
@@ -61,23 +61,16 @@ from client.consumer.rebalance import RebalanceService
 from client.core.errors import ConsumerStateError, MQClientError
 from client.core.instance import MQClientInstance, join_instance
 from client.core.member import ClientMember, State
-from client.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_MAX_OFFSET,
-    PROPERTY_MAX_RECONSUME_TIMES,
-    PROPERTY_MIN_OFFSET,
-    PROPERTY_ORIGIN_MESSAGE_ID,
-    PROPERTY_RECONSUME_TIME,
-    PROPERTY_RETRY_TOPIC,
-    Message,
-    MessageQueue,
-)
+from client.message import Message, MessageQueue
 from client.producer.producer import Producer
 from client.pull_decode import MessageExt
-from client.subscription import SubscriptionData, build_subscription, consumer_data_json
+from client.subscription import build_subscription, consumer_data_json
 from client.validators import check_topic
 from common.logs import get_logger
+from common.message import MessageConst
 from common.service import Service, periodic
+from common.subscription import SubscriptionData
+from common.topic import retry_topic
 from remoting.errors import PocketMQError
 
 __all__ = ["BatchMessageHandler", "MessageHandler", "PushConsumer", "build_retry_message"]
@@ -373,12 +366,13 @@ def build_retry_message(msg: MessageExt, *, group: str, max_reconsume_times: int
     """The message RocketMQ's client produces to ``%RETRY%<group>`` when send-back fails. The broker moves it
     to the DLQ when RECONSUME_TIME reaches MAX_RECONSUME_TIMES."""
     props = dict(msg.properties)
-    for name in (PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET, PROPERTY_DELAY_TIME_LEVEL):
+    for name in (MessageConst.PROPERTY_MIN_OFFSET, MessageConst.PROPERTY_MAX_OFFSET,
+                 MessageConst.PROPERTY_DELAY_TIME_LEVEL):
         props.pop(name, None)
-    props.setdefault(PROPERTY_RETRY_TOPIC, msg.topic)
-    props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
-    props[PROPERTY_RECONSUME_TIME] = str(max_reconsume_times if to_dlq else msg.reconsume_times + 1)
-    props[PROPERTY_MAX_RECONSUME_TIMES] = str(max_reconsume_times)
+    props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, msg.topic)
+    props.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
+    props[MessageConst.PROPERTY_RECONSUME_TIME] = str(max_reconsume_times if to_dlq else msg.reconsume_times + 1)
+    props[MessageConst.PROPERTY_MAX_RECONSUME_TIMES] = str(max_reconsume_times)
     return Message(retry_topic(group), msg.body, properties=props, flag=msg.flag,
                    delay_level=delay_level_for_retry(msg.reconsume_times))
 

@@ -19,8 +19,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from client.message import BATCH_ENTRY_OVERHEAD, SendResult
+from client.message import SendResult
 from client.producer.outgoing import MessagePreparer, Outgoing
+from common.batch import BATCH_ENTRY_OVERHEAD
 
 __all__ = ["Accumulator", "split_batch_result"]
 

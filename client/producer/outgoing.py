@@ -16,22 +16,13 @@ from collections.abc import Iterable
 from client.core.compression import compress_body
 from client.core.errors import InvalidMessageError
 from client.core.uniq import UniqIdGenerator
-from client.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_MAX_RECONSUME_TIMES,
-    PROPERTY_RECONSUME_TIME,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    PROPERTY_WAIT_STORE_MSG_OK,
-    RETRY_GROUP_TOPIC_PREFIX,
-    Message,
-    MessageBatch,
-    MessageQueue,
-    append_batch_entry,
-    encode_properties,
-)
+from client.message import Message, MessageBatch, MessageQueue
 from client.producer.config import ProducerConfig
 from client.producer.headers import SendHeaderTemplate
 from client.validators import check_and_encode_properties, check_topic
+from common.batch import append_batch_entry
+from common.message import MessageConst, encode_properties
+from common.topic import RETRY_GROUP_TOPIC_PREFIX
 from remoting.command import Body, RemotingCommand, next_opaque
 
 __all__ = ["MAX_CACHED_TOPICS", "MessagePreparer", "Outgoing"]
@@ -41,7 +32,7 @@ MAX_CACHED_TOPICS = 4096
 
 _time_ns = time.time_ns
 #: The request header properties of a coalesced batch (its messages carry their own).
-_BATCH_HEADER_PROPERTIES = encode_properties({PROPERTY_WAIT_STORE_MSG_OK: "true"})
+_BATCH_HEADER_PROPERTIES = encode_properties({MessageConst.PROPERTY_WAIT_STORE_MSG_OK: "true"})
 
 
 class TopicState:
@@ -137,11 +128,11 @@ class MessagePreparer:
         if not size:
             raise InvalidMessageError("the message body is empty")
         props = msg.properties
-        if PROPERTY_DELAY_TIME_LEVEL in props:
-            _check_delay_level(props[PROPERTY_DELAY_TIME_LEVEL])
-        msg_id = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if MessageConst.PROPERTY_DELAY_TIME_LEVEL in props:
+            _check_delay_level(props[MessageConst.PROPERTY_DELAY_TIME_LEVEL])
+        msg_id = props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if msg_id is None:
-            msg_id = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
+            msg_id = props[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
         properties = check_and_encode_properties(props)
         sys_flag = 0
         if size >= self.compress_over:
@@ -151,9 +142,11 @@ class MessagePreparer:
             raise InvalidMessageError(f"the message body is {size} bytes, over the maximum of {self.max_message_size}")
         retry_fields = None
         if state.retry_topic:
-            retry_fields = (props.get(PROPERTY_RECONSUME_TIME), props.get(PROPERTY_MAX_RECONSUME_TIMES))
-        batchable = (not sys_flag and retry_fields is None and PROPERTY_DELAY_TIME_LEVEL not in props
-                     and props.get(PROPERTY_WAIT_STORE_MSG_OK) != "false" and size <= self.auto_batch_max_bytes)
+            retry_fields = (props.get(MessageConst.PROPERTY_RECONSUME_TIME),
+                            props.get(MessageConst.PROPERTY_MAX_RECONSUME_TIMES))
+        batchable = (not sys_flag and retry_fields is None and MessageConst.PROPERTY_DELAY_TIME_LEVEL not in props
+                     and props.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK) != "false"
+                     and size <= self.auto_batch_max_bytes)
         return Outgoing(topic, state.template, body, sys_flag, msg.flag, properties, msg_id, retry_fields, batchable)
 
     def prepare_batch(self, messages: Iterable[Message]) -> Outgoing:

@@ -29,20 +29,12 @@ from typing import Any
 
 from client.core.errors import BrokerNotFoundError, MQClientError, NoRouteError, SendFailedError
 from client.core.instance import MQClientInstance
-from client.message import (
-    DEFAULT_REGION,
-    PROPERTY_MSG_REGION,
-    PROPERTY_TRACE_SWITCH,
-    Message,
-    MessageQueue,
-    SendResult,
-    SendStatus,
-    send_result_from_response,
-)
+from client.message import DEFAULT_REGION, Message, MessageQueue, SendResult, SendStatus, send_result_from_response
 from client.producer.config import SendAttemptHook
 from client.producer.fault import MQFaultStrategy
 from client.producer.outgoing import Outgoing
 from client.producer.topic_publish import TopicPublishInfo
+from common.message import MessageConst
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
@@ -310,7 +302,8 @@ def send_result(
             if queue_id != queue.queue_id:
                 queue = MessageQueue(queue.topic, queue.broker_name, queue_id)
             return SendResult(_SEND_OK, msg_id, offset_msg_id, queue, queue_offset,
-                              ext.get(PROPERTY_MSG_REGION) or DEFAULT_REGION, ext.get(PROPERTY_TRACE_SWITCH) != "false",
+                              ext.get(MessageConst.PROPERTY_MSG_REGION) or DEFAULT_REGION,
+                              ext.get(MessageConst.PROPERTY_TRACE_SWITCH) != "false",
                               ext.get("transactionId"))
     return send_result_from_response(response.code, ext, message_queue=queue, msg_id=msg_id,
                                      remark=response.remark, addr=masters.get(queue.broker_name))

@@ -27,7 +27,7 @@ from client.core.errors import NoRouteError
 from client.core.route_table import default_route_for_topic
 from client.message import MessageQueue
 from common.topic_config import PermName
-from remoting.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
+from remoting.route import MASTER_ID, BrokerData, TopicRouteData
 
 __all__ = ["MAX_QUEUES_PER_BROKER", "TopicPublishInfo"]
 #: Queue counts in a route are clamped to this, so a corrupt route cannot make us allocate without limit.

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from broker.controller import BrokerController
+from common.batch import BatchEntry, encode_batch_body
 from common.record import decode_message_id
 from namesrv.controller import NamesrvController
 from remoting import route as rd
