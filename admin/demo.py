@@ -25,7 +25,7 @@ from pathlib import Path
 from admin.api import AdminClient
 from admin.cluster import LocalCluster
 from client import Message, Producer
-from client.message import SendStatus
+from client.core.message import SendStatus
 from common.logs import configure_logging
 from common.record import decode_records
 from remoting.client import RemotingClient

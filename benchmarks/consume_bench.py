@@ -36,11 +36,11 @@ from typing import Any
 import uvloop
 
 from benchmarks.common import Child, create_topic, local_cluster, percentiles, pin_self, wait_for_route, wait_idle
-from client.consume_types import ConsumeFromWhere
 from client.consumer.push import PushConsumer
-from client.message import Message
+from client.consumer.types import ConsumeFromWhere
+from client.core.message import Message
+from client.core.message_ext import MessageExt
 from client.producer.producer import Producer
-from client.pull_decode import MessageExt
 
 _STAMP = struct.Struct(">q")
 #: Batches in flight while the backlog is written.

@@ -21,7 +21,7 @@ from typing import Any
 import uvloop
 
 from benchmarks.common import Child, percentiles, wait_idle
-from client.message import Message, SendStatus
+from client.core.message import Message, SendStatus
 from client.producer.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode

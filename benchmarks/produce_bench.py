@@ -38,7 +38,7 @@ from typing import Any
 import uvloop
 
 from benchmarks.common import Child, create_topic, local_cluster, percentiles, pin_self
-from client.message import Message
+from client.core.message import Message
 from client.producer.producer import Producer
 from remoting.codes import SerializeType
 

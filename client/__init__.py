@@ -13,17 +13,19 @@ Three sub-packages, named for what they hold:
 :mod:`client.sync` holds the blocking facades (``client.sync.Producer``, ``PushConsumer``, ``PullConsumer``)
 for code without an event loop.
 
-The model the SDK speaks: :mod:`client.message` (:class:`Message`, :class:`MessageQueue`,
-:class:`SendResult`, the properties string and the batch body), :mod:`client.validators` (the broker's
-checks, run before sending), :mod:`client.pull_decode` (:class:`MessageExt`), :mod:`client.subscription`,
-:mod:`client.consume_pull` (:class:`PullResult`, :class:`PullStatus`) and :mod:`client.consume_types`
-(:class:`ConsumeResult`, :class:`MessageModel`, :class:`ConsumeFromWhere`).
+The messages themselves: :mod:`client.core.message` (:class:`Message`, :class:`MessageQueue`,
+:class:`SendResult`, batches), :mod:`client.core.message_ext` (:class:`MessageExt`, a received message, decoded
+by :mod:`common.record`), :mod:`client.core.validators` (the broker's checks, run before sending); the consumer's
+vocabulary in :mod:`client.consumer.types` (:class:`ConsumeResult`, :class:`MessageModel`,
+:class:`ConsumeFromWhere`), :mod:`client.consumer.pull_result` (:class:`PullResult`, :class:`PullStatus`) and
+:mod:`client.consumer.subscription`. What the SDK shares with the broker (property keys, topic rules,
+``SubscriptionData``, the record codec) is in :mod:`common`.
 """
 
-from client.consume_pull import PullResult, PullStatus
-from client.consume_types import ConsumeFromWhere, ConsumeResult, MessageModel
 from client.consumer.pull import PullConsumer
+from client.consumer.pull_result import PullResult, PullStatus
 from client.consumer.push import BatchMessageHandler, MessageHandler, PushConsumer
+from client.consumer.types import ConsumeFromWhere, ConsumeResult, MessageModel
 from client.core.errors import (
     BrokerNotFoundError,
     ConsumerStateError,
@@ -35,11 +37,11 @@ from client.core.errors import (
     ProducerStateError,
     SendFailedError,
 )
-from client.message import Message, MessageBatch, MessageQueue, SendResult, SendStatus
+from client.core.message import Message, MessageBatch, MessageQueue, SendResult, SendStatus
+from client.core.message_ext import MessageExt
 from client.producer.config import SendAttemptHook
 from client.producer.producer import Producer, SendCallback
 from client.producer.send_loop import MessageQueueSelector
-from client.pull_decode import MessageExt
 from remoting.errors import RemotingError, ResponseError
 
 __all__ = [

@@ -49,20 +49,20 @@ from typing import Any, Generic, Self, TypeVar, Unpack
 
 import uvloop
 
-from client.consume_pull import PullResult
-from client.consume_types import ConsumeResult
 from client.consumer.config import ConsumerArgs, PullConsumerArgs
 from client.consumer.pull import BROKER_SUSPEND_MAX, PULL_RPC_MARGIN
 from client.consumer.pull import PullConsumer as AsyncPullConsumer
+from client.consumer.pull_result import PullResult
 from client.consumer.push import PushConsumer as AsyncPushConsumer
+from client.consumer.types import ConsumeResult
 from client.core.errors import MQClientError, ProducerStateError
 from client.core.member import ClientMember
-from client.message import Message, MessageQueue, SendResult
+from client.core.message import Message, MessageQueue, SendResult
+from client.core.message_ext import MessageExt
 from client.producer.config import ProducerArgs
 from client.producer.producer import Producer as AsyncProducer
 from client.producer.producer import SendCallback
 from client.producer.send_loop import MessageQueueSelector
-from client.pull_decode import MessageExt
 from remoting.errors import BufferFullError
 
 __all__ = ["CALL_MARGIN", "BlockingBatchHandler", "BlockingHandler", "Producer", "PullConsumer", "PushConsumer"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 
 __all__ = [
     "ALLOCATE_STRATEGIES",

@@ -26,13 +26,13 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from client.consume_pull import PullResult, pull_result_from_response
 from client.consumer.allocate import sort_queues
+from client.consumer.pull_result import PullResult, pull_result_from_response
 from client.core.errors import BrokerNotFoundError, MQClientError
 from client.core.instance import MQClientInstance
+from client.core.message import MessageQueue
+from client.core.message_ext import MessageExt
 from client.core.route_table import FindBrokerResult
-from client.message import MessageQueue
-from client.pull_decode import MessageExt
 from common.logs import get_logger
 from common.subscription import ExpressionType, SubscriptionData
 from common.sysflag import PullSysFlag

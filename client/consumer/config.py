@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from client.consume_types import (
+from client.consumer.allocate import AllocateStrategy, allocate_averagely
+from client.consumer.types import (
     CONSUME_CONCURRENTLY_MAX_SPAN,
     DEFAULT_MAX_RECONSUME_TIMES,
     PULL_BATCH_SIZE,
@@ -17,9 +18,8 @@ from client.consume_types import (
     ConsumeFromWhere,
     MessageModel,
 )
-from client.consumer.allocate import AllocateStrategy, allocate_averagely
 from client.core.config import ClientArgs, ClientOptions, check_positive
-from client.validators import check_group
+from client.core.validators import check_group
 
 __all__ = ["ConsumerArgs", "ConsumerConfig", "PullConsumerArgs", "PullConsumerConfig"]
 

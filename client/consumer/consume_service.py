@@ -36,11 +36,11 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from client.consume_types import ConsumeResult
 from client.consumer.offset_store import OffsetTable
 from client.consumer.process_queue import ProcessQueue
-from client.message import MessageQueue
-from client.pull_decode import MessageExt
+from client.consumer.types import ConsumeResult
+from client.core.message import MessageQueue
+from client.core.message_ext import MessageExt
 from common.logs import get_logger
 
 __all__ = [

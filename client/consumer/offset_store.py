@@ -31,7 +31,7 @@ from typing import Any
 
 from client.consumer.broker_api import ConsumerAPI
 from client.core.errors import MQClientError
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 from common.files import write_atomically
 from remoting.errors import PocketMQError
 

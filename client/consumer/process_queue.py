@@ -30,12 +30,12 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 
-from client.consume_types import (
+from client.consumer.types import (
     CONSUME_CONCURRENTLY_MAX_SPAN,
     PULL_THRESHOLD_FOR_QUEUE,
     PULL_THRESHOLD_SIZE_FOR_QUEUE,
 )
-from client.pull_decode import MessageExt
+from client.core.message_ext import MessageExt
 from common.message import MessageConst
 
 __all__ = [

@@ -28,17 +28,17 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from client.consume_pull import PullResult
-from client.consume_types import ConsumeFromWhere, ConsumeType
 from client.consumer.broker_api import ConsumerAPI, subscribe_queues
 from client.consumer.config import PullConsumerArgs, PullConsumerConfig
+from client.consumer.pull_result import PullResult
+from client.consumer.subscription import build_subscription, consumer_data_json
+from client.consumer.types import ConsumeFromWhere, ConsumeType
 from client.core.errors import ConsumerStateError, NoRouteError
 from client.core.instance import join_instance
 from client.core.member import ClientMember, State
-from client.message import MessageQueue
-from client.pull_decode import MessageExt
-from client.subscription import build_subscription, consumer_data_json
-from client.validators import check_topic
+from client.core.message import MessageQueue
+from client.core.message_ext import MessageExt
+from client.core.validators import check_topic
 from common.logs import get_logger
 from common.subscription import SubscriptionData
 from common.sysflag import pull_sys_flag

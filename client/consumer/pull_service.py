@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from client.consume_pull import PullResult, PullStatus
 from client.consumer.consume_service import ConsumeService
 from client.consumer.context import PushContext
 from client.consumer.process_queue import ProcessQueue
-from client.message import MessageQueue
-from client.pull_decode import restore_retry_topics
+from client.consumer.pull_result import PullResult, PullStatus
+from client.core.message import MessageQueue
+from client.core.message_ext import restore_retry_topics
 from common.service import Service
 from common.subscription import SubscriptionData
 from common.sysflag import pull_sys_flag

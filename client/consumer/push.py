@@ -49,7 +49,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Unpack
 
-from client.consume_types import ConsumeResult, ConsumeType, delay_level_for_retry
 from client.consumer.broker_api import ConsumerAPI
 from client.consumer.config import ConsumerArgs, ConsumerConfig
 from client.consumer.consume_service import ConcurrentConsumeService, ConsumeService, OrderlyConsumeService
@@ -58,14 +57,15 @@ from client.consumer.offset_store import LocalOffsetStore, OffsetCommitter, Offs
 from client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from client.consumer.pull_service import PullService
 from client.consumer.rebalance import RebalanceService
+from client.consumer.subscription import build_subscription, consumer_data_json
+from client.consumer.types import ConsumeResult, ConsumeType, delay_level_for_retry
 from client.core.errors import ConsumerStateError, MQClientError
 from client.core.instance import MQClientInstance, join_instance
 from client.core.member import ClientMember, State
-from client.message import Message, MessageQueue
+from client.core.message import Message, MessageQueue
+from client.core.message_ext import MessageExt
+from client.core.validators import check_topic
 from client.producer.producer import Producer
-from client.pull_decode import MessageExt
-from client.subscription import build_subscription, consumer_data_json
-from client.validators import check_topic
 from common.logs import get_logger
 from common.message import MessageConst
 from common.service import Service, periodic

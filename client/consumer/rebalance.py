@@ -21,13 +21,13 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from client.consume_types import ConsumeFromWhere
 from client.consumer.allocate import plan_rebalance
 from client.consumer.broker_api import subscribe_queues
 from client.consumer.context import PushContext
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
-from client.message import MessageQueue
+from client.consumer.types import ConsumeFromWhere
+from client.core.message import MessageQueue
 from common.service import Service
 from common.topic import is_retry_topic
 from remoting.errors import PocketMQError

@@ -74,7 +74,8 @@ class ConsumerRegistration(Protocol):
     """What the instance needs from a registered consumer."""
 
     def consumer_data(self) -> dict[str, Any]:
-        """The group's ``consumerDataSet`` entry for heartbeats (:func:`client.subscription.consumer_data_json`)."""
+        """The group's ``consumerDataSet`` entry for heartbeats
+        (:func:`client.consumer.subscription.consumer_data_json`)."""
         ...
 
     def subscribed_topics(self) -> Iterable[str]:
@@ -90,7 +91,7 @@ def heartbeat_body(
     client_id: str, producer_groups: Iterable[str], consumer_data: Iterable[Mapping[str, Any]] = ()
 ) -> bytes:
     """HEART_BEAT (34) body, as JSON (every broker reads that): the producer groups, and one
-    ``consumerDataSet`` entry per consumer group (:func:`client.subscription.consumer_data_json`)."""
+    ``consumerDataSet`` entry per consumer group (:func:`client.consumer.subscription.consumer_data_json`)."""
     data = {
         "clientID": client_id,
         "consumerDataSet": [dict(entry) for entry in consumer_data],

@@ -5,7 +5,7 @@ A ``send`` or ``send_async`` issued while other sends of the producer are in fli
 it waits for the end of the current event-loop step, and every such send of the same topic (and kind) queued
 by then leaves together as one SEND_BATCH_MESSAGE of at most ``auto_batch_max_messages`` (256) messages and
 ``auto_batch_max_bytes`` (256 KiB) — to one queue, stored as separate messages in order. Each send still gets
-its own :class:`~client.message.SendResult` (its ``UNIQ_KEY``, its broker id, its queue offset) and its own
+its own :class:`~client.core.message.SendResult` (its ``UNIQ_KEY``, its broker id, its queue offset) and its own
 callback; a batch that fails fails each of its sends with the same error after the same retries. A lone send
 (nothing else in flight) goes at once, so sequential latency is unchanged; messages a batch cannot carry
 (compressed bodies, delay levels, retry topics, ``WAIT=false``, ordered sends with a selector) always go
@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from client.message import SendResult
+from client.core.message import SendResult
 from client.producer.outgoing import MessagePreparer, Outgoing
 from common.batch import BATCH_ENTRY_OVERHEAD
 

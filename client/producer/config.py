@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from client.core.compression import COMPRESS_LEVEL, COMPRESS_OVER
 from client.core.config import DEFAULT_TOPIC_QUEUE_NUMS, ClientArgs, ClientOptions, check_positive
+from client.core.message import MessageQueue
 from client.core.uniq import UniqIdGenerator
-from client.message import MessageQueue
+from client.core.validators import DEFAULT_MAX_MESSAGE_SIZE, check_producer_group
 from client.producer.fault import DEFAULT_LATENCY_MAX, DEFAULT_NOT_AVAILABLE_DURATION
-from client.validators import DEFAULT_MAX_MESSAGE_SIZE, check_producer_group
 from remoting.codes import SerializeType
 
 __all__ = [

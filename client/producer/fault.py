@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from client.core.errors import NoRouteError
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 from client.producer.topic_publish import TopicPublishInfo
 
 __all__ = [

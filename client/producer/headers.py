@@ -11,7 +11,7 @@ Send requests come in two spellings of one header (RocketMQ's ``SendMessageReque
     sysFlag                f              MessageSysFlag bits (0x1 = zlib body)
     bornTimestamp          g              epoch ms, set per attempt
     flag                   h              the message's user flag
-    properties             i              ``k\\x01v\\x02...`` (client.message)
+    properties             i              ``k\\x01v\\x02...`` (client.core.message)
     reconsumeTimes         j              0 (from RECONSUME_TIME for %RETRY% topics)
     unitMode               k              "false"
     maxReconsumeTimes      l              only for %RETRY% topics (from MAX_RECONSUME_TIMES)

@@ -15,11 +15,11 @@ from collections.abc import Iterable
 
 from client.core.compression import compress_body
 from client.core.errors import InvalidMessageError
+from client.core.message import Message, MessageBatch, MessageQueue
 from client.core.uniq import UniqIdGenerator
-from client.message import Message, MessageBatch, MessageQueue
+from client.core.validators import check_and_encode_properties, check_topic
 from client.producer.config import ProducerConfig
 from client.producer.headers import SendHeaderTemplate
-from client.validators import check_and_encode_properties, check_topic
 from common.batch import append_batch_entry
 from common.message import MessageConst, encode_properties
 from common.topic import RETRY_GROUP_TOPIC_PREFIX

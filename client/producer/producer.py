@@ -50,15 +50,15 @@ from typing import Any, Unpack
 from client.core.errors import ProducerStateError, is_retriable_async_error, is_retriable_send_error
 from client.core.instance import join_instance
 from client.core.member import ClientMember, State
+from client.core.message import Message, MessageQueue, SendResult
 from client.core.uniq import default_generator
-from client.message import Message, MessageQueue, SendResult
+from client.core.validators import check_topic
 from client.producer.accumulator import Accumulator
 from client.producer.config import ProducerArgs, ProducerConfig, SendAttemptHook
 from client.producer.fault import MQFaultStrategy
 from client.producer.outgoing import MessagePreparer, Outgoing
 from client.producer.send_loop import MessageQueueSelector, RetryPolicy, SendLoop
 from client.producer.topic_publish import TopicPublishInfo
-from client.validators import check_topic
 from common.logs import get_logger
 from remoting.codes import FLAG_ONEWAY
 from remoting.errors import BufferFullError

@@ -29,7 +29,7 @@ from typing import Any
 
 from client.core.errors import BrokerNotFoundError, MQClientError, NoRouteError, SendFailedError
 from client.core.instance import MQClientInstance
-from client.message import DEFAULT_REGION, Message, MessageQueue, SendResult, SendStatus, send_result_from_response
+from client.core.message import DEFAULT_REGION, Message, MessageQueue, SendResult, SendStatus, send_result_from_response
 from client.producer.config import SendAttemptHook
 from client.producer.fault import MQFaultStrategy
 from client.producer.outgoing import Outgoing
@@ -287,7 +287,7 @@ class SendLoop:
 def send_result(
     response: RemotingCommand, queue: MessageQueue, msg_id: str, masters: Mapping[str, str]
 ) -> SendResult:
-    """:func:`~client.message.send_result_from_response`, with the common case (SUCCESS and well-formed
+    """:func:`~client.core.message.send_result_from_response`, with the common case (SUCCESS and well-formed
     fields) built directly: it runs once per message, and the general function is ~2 µs slower. An error
     names the broker's address from ``masters`` (looked up only then)."""
     ext = response.ext_fields

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 from client.core.config import DEFAULT_TOPIC_QUEUE_NUMS
 from client.core.errors import NoRouteError
+from client.core.message import MessageQueue
 from client.core.route_table import default_route_for_topic
-from client.message import MessageQueue
 from common.topic_config import PermName
 from remoting.route import MASTER_ID, BrokerData, TopicRouteData
 

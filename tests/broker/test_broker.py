@@ -146,7 +146,7 @@ async def test_bad_sends_get_clear_errors_and_store_nothing(
 
 
 async def test_batch_send(broker: BrokerController, client: RemotingClient) -> None:
-    from client.message import Message, encode_batch
+    from client.core.message import Message, encode_batch
 
     body = encode_batch([Message("Batch", f"m{i}".encode(), tags="t") for i in range(5)])
     resp = await send(client, broker.addr, "Batch", body, code=RequestCode.SEND_BATCH_MESSAGE, props="WAIT\x01true")

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from client.message import MessageQueue
-from client.pull_decode import (
+from client.core.message import MessageQueue
+from client.core.message_ext import (
     MessageDecodeError,
     MessageExt,
     decode_messages,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from client.consume_pull import PullStatus, pull_result_from_response, pull_status_for_code
-from client.message import MessageQueue
-from client.pull_decode import MessageDecodeError
-from client.subscription import build_subscription
+from client.consumer.pull_result import PullStatus, pull_result_from_response, pull_status_for_code
+from client.consumer.subscription import build_subscription
+from client.core.message import MessageQueue
+from client.core.message_ext import MessageDecodeError
 from remoting.codes import ResponseCode
 from remoting.errors import InvalidHeaderError, ResponseError, SubscriptionError, SystemError_
 from tests.client.pull_records import Record, body_of

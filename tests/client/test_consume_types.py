@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.consume_types import (
+from client.consumer.types import (
     DEFAULT_DELAY_LEVELS,
     ConsumeFromWhere,
     ConsumeResult,

@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 import pytest
 
 from client import Message
-from client.consume_pull import PullStatus
-from client.consume_types import ConsumeFromWhere, ConsumeResult
+from client.consumer.pull_result import PullStatus
+from client.consumer.types import ConsumeFromWhere, ConsumeResult
 from client.core.errors import ConsumerStateError
-from client.pull_decode import MessageExt
+from client.core.message_ext import MessageExt
 from client.sync import Producer, PullConsumer, PushConsumer
 from tests.client.consumer.consumer_support import FAST, Cluster, cluster, create_topic, instance_name
 from tests.helpers import wait_until

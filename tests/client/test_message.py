@@ -8,8 +8,7 @@ import struct
 import pytest
 
 from client.core.errors import InvalidMessageError
-from client.core.uniq import UniqIdGenerator
-from client.message import (
+from client.core.message import (
     Message,
     MessageBatch,
     MessageQueue,
@@ -19,6 +18,7 @@ from client.message import (
     ensure_uniq_key,
     send_result_from_response,
 )
+from client.core.uniq import UniqIdGenerator
 from remoting.errors import InvalidHeaderError, SystemBusyError, TopicNotExistError
 
 

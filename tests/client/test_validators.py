@@ -7,8 +7,8 @@ from contextlib import AbstractContextManager
 import pytest
 
 from client.core.errors import InvalidMessageError
-from client.message import Message
-from client.validators import (
+from client.core.message import Message
+from client.core.validators import (
     check_and_encode_properties,
     check_body_size,
     check_group,

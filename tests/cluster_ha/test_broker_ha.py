@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from broker.controller import BrokerController
+from common.record import decode_message_id
+from common.topic import RMQ_SYS_SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import SendMessageRequestHeaderV2
 from store.config import BrokerRole
-from store.record import SCHEDULE_TOPIC, decode_message_id
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from client.message import Message, SendStatus
+from client.core.message import Message, SendStatus
 from client.producer.producer import Producer
 from common.record import decode_records
 from remoting.client import RemotingClient

@@ -13,9 +13,9 @@ from typing import Any
 
 from broker.controller import BrokerController
 from client import Message, Producer
-from client.consume_types import ConsumeResult
 from client.consumer.push import PushConsumer
-from client.pull_decode import MessageExt
+from client.consumer.types import ConsumeResult
+from client.core.message_ext import MessageExt
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode

@@ -16,7 +16,7 @@ from client.consumer.allocate import (
     sort_client_ids,
     sort_queues,
 )
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 
 
 def queues(*spec: tuple[str, int], topic: str = "T") -> list[MessageQueue]:

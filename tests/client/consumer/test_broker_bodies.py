@@ -12,7 +12,7 @@ from client.consumer.broker_api import (
     decode_lock_batch_response,
     encode_lock_batch_request,
 )
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 
 
 def test_consumer_id_list() -> None:

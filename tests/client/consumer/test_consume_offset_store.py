@@ -17,7 +17,7 @@ from client.consumer.offset_store import (
     RemoteOffsetStore,
     local_offset_store_path,
 )
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 
 Q0 = MessageQueue("T", "broker-a", 0)
 Q1 = MessageQueue("T", "broker-a", 1)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from client.consumer.process_queue import FlowControl, ProcessQueue
-from client.pull_decode import MessageExt
+from client.core.message_ext import MessageExt
 
 
 def msgs(*offsets: int, size: int = 10, max_offset: int | None = None) -> list[MessageExt]:

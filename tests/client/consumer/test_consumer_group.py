@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from client import Message, Producer
-from client.consume_types import ConsumeResult
 from client.consumer.push import PushConsumer
-from client.pull_decode import MessageExt
+from client.consumer.types import ConsumeResult
+from client.core.message_ext import MessageExt
 from tests.client.consumer.consumer_support import FAST, Cluster, caught_up, cluster, create_topic, instance_name
 from tests.helpers import eventually
 

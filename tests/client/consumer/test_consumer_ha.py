@@ -8,9 +8,9 @@ import asyncio
 from pathlib import Path
 
 from client import MessageQueue, Producer
-from client.consume_types import ConsumeResult
 from client.consumer.push import PushConsumer
-from client.pull_decode import MessageExt
+from client.consumer.types import ConsumeResult
+from client.core.message_ext import MessageExt
 from store.config import BrokerRole
 from tests.client.consumer.consumer_support import FAST, create_topic, instance_name, produce
 from tests.client.consumer.consumer_support import Cluster as _Cluster

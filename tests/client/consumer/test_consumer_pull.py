@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from client import Message, MessageQueue, NoRouteError, Producer
-from client.consume_pull import PullStatus
 from client.consumer.pull import PullConsumer
+from client.consumer.pull_result import PullStatus
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand

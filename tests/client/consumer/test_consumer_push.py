@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from client import Message, MessageQueue, Producer
-from client.consume_pull import PullStatus
-from client.consume_types import ConsumeFromWhere, ConsumeResult, MessageModel
 from client.consumer.pull import PullConsumer
+from client.consumer.pull_result import PullStatus
 from client.consumer.push import PushConsumer
-from client.pull_decode import MessageExt
+from client.consumer.types import ConsumeFromWhere, ConsumeResult, MessageModel
+from client.core.message_ext import MessageExt
 from remoting.errors import RemotingConnectError
 from store.config import BrokerRole
 from tests.client.consumer.consumer_support import (

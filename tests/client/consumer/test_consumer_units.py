@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from client.consume_types import ConsumeFromWhere, ConsumeResult
 from client.consumer.push import _handler_call, build_retry_message
 from client.consumer.rebalance import compute_pull_from_where
-from client.message import MessageQueue
-from client.pull_decode import MessageExt
-from client.subscription import build_subscription
+from client.consumer.subscription import build_subscription
+from client.consumer.types import ConsumeFromWhere, ConsumeResult
+from client.core.message import MessageQueue
+from client.core.message_ext import MessageExt
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from tests.client.core.support import instance_with, route
@@ -110,8 +110,8 @@ class _PullServer:
 
 
 async def test_pulls_follow_the_suggested_member_and_fall_back_when_it_is_gone() -> None:
-    from client.consume_pull import PullStatus
     from client.consumer.broker_api import ConsumerAPI
+    from client.consumer.pull_result import PullStatus
     from common.sysflag import pull_sys_flag
     from remoting.codes import SerializeType
 

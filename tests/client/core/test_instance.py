@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from client.consume_types import ConsumeFromWhere, MessageModel
+from client.consumer.subscription import build_subscription, consumer_data_json
+from client.consumer.types import ConsumeFromWhere, MessageModel
 from client.core.config import ClientConfig, parse_namesrv_addr
 from client.core.errors import NoNameServerError
 from client.core.instance import MQClientInstance, acquire_instance, heartbeat_body
 from client.core.route_table import FindBrokerResult
-from client.subscription import build_subscription, consumer_data_json
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.headers import UnregisterClientRequestHeader

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 from client.producer.fault import LatencyFaultTolerance, MQFaultStrategy
 from client.producer.topic_publish import TopicPublishInfo
 from tests.client.routes import route

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from client import Message, Producer, SendResult, SendStatus
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand

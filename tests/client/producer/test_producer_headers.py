@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.message import MessageQueue, SendStatus, send_result_from_response
+from client.core.message import MessageQueue, SendStatus, send_result_from_response
 from client.producer.headers import SendHeaderTemplate
 from client.producer.send_loop import send_result
 from remoting.codes import RequestCode, ResponseCode

@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from client.core.errors import NoRouteError
+from client.core.message import MessageQueue
 from client.core.route_table import default_route_for_topic
-from client.message import MessageQueue
 from client.producer.topic_publish import TopicPublishInfo
 from remoting.route import BrokerData, QueueData, TopicRouteData
 from tests.client.routes import route

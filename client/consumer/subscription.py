@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from client.consume_types import ConsumeFromWhere, ConsumeType, MessageModel
+from client.consumer.types import ConsumeFromWhere, ConsumeType, MessageModel
 from client.core.errors import MQClientError
 from common.subscription import (
     SUB_ALL,

@@ -7,7 +7,7 @@ Response code → status (reference §2.5): 0 SUCCESS → FOUND, 19 PULL_NOT_FOU
 broker's error (:func:`remoting.errors.error_for_response`). The response header always carries
 ``nextBeginOffset``, ``minOffset``, ``maxOffset`` and ``suggestWhichBrokerId``.
 
-For FOUND the body is decoded (:func:`client.pull_decode.decode_messages`); the broker filtered by tag hash
+For FOUND the body is decoded (:func:`client.core.message_ext.decode_messages`); the broker filtered by tag hash
 code only, so messages whose ``TAGS`` string is not subscribed are dropped here, and every remaining
 message gets the ``MIN_OFFSET``/``MAX_OFFSET`` properties and the queue's broker name, as in the Java
 client.
@@ -19,8 +19,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from client.message import MessageQueue
-from client.pull_decode import MessageExt, decode_messages
+from client.core.message import MessageQueue
+from client.core.message_ext import MessageExt, decode_messages
 from common.message import MessageConst
 from common.subscription import SubscriptionData
 from remoting.codes import ResponseCode
@@ -92,7 +92,7 @@ def pull_result_from_response(
     """Turn a PULL_MESSAGE response into a :class:`PullResult`.
 
     Raises the broker's error for a non-pull code, :class:`~remoting.errors.InvalidHeaderError` when an
-    offset field is missing, and :class:`~client.pull_decode.MessageDecodeError` for a bad body.
+    offset field is missing, and :class:`~client.core.message_ext.MessageDecodeError` for a bad body.
     """
     status = pull_status_for_code(code, remark, addr)
     fields = ext_fields or {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from client.core.errors import InvalidMessageError
-from client.message import Message
+from client.core.message import Message
 from common.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, encode_properties
 from common.record import MAX_PROPERTIES_LENGTH
 from common.topic import (

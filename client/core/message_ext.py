@@ -24,7 +24,7 @@ from typing import Any
 
 from client.core.compression import decompress_body
 from client.core.errors import CompressionError, MQClientError
-from client.message import MessageQueue
+from client.core.message import MessageQueue
 from common.errors import RecordFormatError
 from common.message import MessageConst, encode_properties, get_property, parse_properties
 from common.record import (
