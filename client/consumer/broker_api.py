@@ -165,6 +165,15 @@ class ConsumerAPI:
             self.mark_unreachable(addr)
             raise
 
+    async def _call(self, addr: str, request: RemotingCommand,
+                    ok: frozenset[int] = frozenset({ResponseCode.SUCCESS})) -> RemotingCommand:
+        """:meth:`_invoke` with the consumer's timeout; an answer whose code is not in ``ok`` raises the
+        error its code stands for."""
+        response = await self._invoke(addr, request, self.timeout)
+        if response.code not in ok:
+            raise error_for_response(response.code, response.remark, addr)
+        return response
+
     async def _oneway(self, addr: str, request: RemotingCommand) -> None:
         request.flag |= 2
         try:
@@ -263,9 +272,7 @@ class ConsumerAPI:
         if oneway:
             await self._oneway(addr, request)
             return
-        response = await self._invoke(addr, request, self.timeout)
-        if response.code != ResponseCode.SUCCESS:
-            raise error_for_response(response.code, response.remark, addr)
+        await self._call(addr, request)
 
     async def _queue_offset(self, code: int, mq: MessageQueue, timestamp: int | None = None) -> int:
         addr = (await self._member(mq)).addr
@@ -323,24 +330,17 @@ class ConsumerAPI:
         """LOCK_BATCH_MQ for queues of one broker group, on its master: the queues this client now holds."""
         if not mqs:
             return set()
-        addr = await self._master(mqs[0])
-        body = encode_lock_batch_request(self.group, client_id, mqs)
-        response = await self._invoke(addr, self._request(RequestCode.LOCK_BATCH_MQ, None, body, json=True),
-                                      self.timeout)
-        if response.code != ResponseCode.SUCCESS:
-            raise error_for_response(response.code, response.remark, addr)
-        return decode_lock_batch_response(response.body)
+        return decode_lock_batch_response((await self._lock_request(RequestCode.LOCK_BATCH_MQ, mqs, client_id)).body)
 
     async def unlock_batch(self, mqs: Sequence[MessageQueue], client_id: str) -> None:
         """UNLOCK_BATCH_MQ for queues of one broker group, on its master."""
-        if not mqs:
-            return
+        if mqs:
+            await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, mqs, client_id)
+
+    async def _lock_request(self, code: int, mqs: Sequence[MessageQueue], client_id: str) -> RemotingCommand:
         addr = await self._master(mqs[0])
         body = encode_lock_batch_request(self.group, client_id, mqs)
-        response = await self._invoke(addr, self._request(RequestCode.UNLOCK_BATCH_MQ, None, body, json=True),
-                                      self.timeout)
-        if response.code != ResponseCode.SUCCESS:
-            raise error_for_response(response.code, response.remark, addr)
+        return await self._call(addr, self._request(code, None, body, json=True))
 
     # -- retry ------------------------------------------------------------------------------------------
 
@@ -357,10 +357,8 @@ class ConsumerAPI:
             msg.commit_log_offset, self.group, delay_level, origin_msg_id=msg.msg_id, origin_topic=msg.topic,
             unit_mode=False, max_reconsume_times=max_reconsume_times,
         )
-        response = await self._invoke(addr, self._request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_fields()),
-                                      self.timeout)
-        if response.code not in _SEND_BACK_STORED:
-            raise error_for_response(response.code, response.remark, addr)
+        await self._call(addr, self._request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_fields()),
+                         _SEND_BACK_STORED)
 
 
 _SEND_BACK_STORED = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
