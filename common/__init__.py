@@ -4,7 +4,8 @@ It imports nothing of PocketMQ's; ``remoting`` and ``store`` stand on it, ``name
 ``spark_jobs`` above them, ``broker`` on top (see the README's architecture section).
 
 * :mod:`common.record` — the commit-log record codec (one decoder for recovery, the slave, the SDK's pulls
-  and the Spark reader), hosts and offset message ids; :mod:`common.batch` — the batch body;
+  and the Spark reader), hosts and offset message ids; :mod:`common.record_encoder` — writing records;
+  :mod:`common.batch` — the batch body;
 * :mod:`common.message` — ``MessageConst`` property keys, the properties string, ``java_string_hash`` and
   tag codes; :mod:`common.sysflag` — ``MessageSysFlag`` and ``PullSysFlag``;
 * :mod:`common.topic` — topic rules and system topics (``TopicValidator``), retry and DLQ topics;
