@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import structlog
-
 from broker.client_manager import ClientManager, parse_heartbeat
 from broker.topic_manager import TopicConfigManager
+from common.logs import get_logger
 from common.topic import RETRY_GROUP_TOPIC_PREFIX
 from remoting import route as rd
 from remoting.codes import RequestCode, ResponseCode
@@ -16,7 +15,7 @@ from remoting.connection import Connection, Handler
 from remoting.errors import InvalidHeaderError
 from remoting.headers import UnregisterClientRequestHeader
 
-log = structlog.get_logger("broker.clients")
+log = get_logger("broker.client_manage")
 
 
 class ClientManageProcessor:

@@ -32,7 +32,7 @@ from remoting.headers import (
 from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
 
-log = get_logger("broker.consumers")
+log = get_logger("broker.consumer_manage")
 
 #: An orderly consumer's queue lock lives this long without renewal (RocketMQ: 60 s).
 LOCK_MAX_LIVE_SECONDS = 60.0
