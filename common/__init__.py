@@ -9,7 +9,8 @@ It imports nothing of PocketMQ's; ``remoting`` and ``store`` stand on it, ``name
 * :mod:`common.message` — ``MessageConst`` property keys, the properties string, ``java_string_hash`` and
   tag codes; :mod:`common.sysflag` — ``MessageSysFlag`` and ``PullSysFlag``;
 * :mod:`common.topic` — topic rules and system topics (``TopicValidator``), retry and DLQ topics;
-* :mod:`common.subscription` — ``SubscriptionData`` and tag expressions;
+* :mod:`common.subscription` — ``SubscriptionData`` and tag expressions; :mod:`common.consumer` — the
+  heartbeat's ``MessageModel``, ``ConsumeType`` and ``ConsumeFromWhere``;
 * :mod:`common.topic_config` — ``TopicConfig``, ``PermName``, ``TopicFilterType``, ``DataVersion``;
 * :mod:`common.errors` — the format errors; :mod:`common.fields` — tolerant readers of decoded JSON;
 * :mod:`common.service`, :mod:`common.logs`, :mod:`common.files` — the ``Service`` base, logging, atomic writes.
