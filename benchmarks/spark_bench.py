@@ -1,7 +1,7 @@
 """``rmq-bench spark``: the Spark commit-log reader and the analytics job (issue 8's benchmark, never a test).
 
 1. Generate a store of ``--messages`` records (default 1,000,000) written byte for byte in RocketMQ 4.x's
-   layout with the model's reference encoder (:func:`common.record.encode_record`): five topics with uneven
+   layout with the model's reference encoder (:func:`common.record_encoder.encode_record`): five topics with uneven
    volume, eight queues each (one hot), twelve producer hosts, an hour of store times, store latencies with
    a long tail and a little clock skew, tags, keys, 0.1 % producer retries (repeated UNIQ_KEY) and 2 %
    zlib-compressed bodies.
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.message import encode_properties
-from common.record import END_FILE_MIN_BLANK_LENGTH, encode_blank_into, encode_host, encode_record
+from common.record import END_FILE_MIN_BLANK_LENGTH, encode_host
+from common.record_encoder import encode_blank_into, encode_record
 from common.sysflag import MessageSysFlag
 
 ROOT = Path(__file__).resolve().parent.parent

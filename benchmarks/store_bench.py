@@ -36,7 +36,7 @@ import structlog
 
 from common.batch import BatchEntry, encode_batch_body
 from common.message import encode_properties
-from common.record import encode_record
+from common.record_encoder import encode_record
 from store import FlushDiskType, MessageExtBatch, MessageExtBrokerInner, MessageStore, PutMessageStatus, StoreConfig
 
 _PROPS = encode_properties({"UNIQ_KEY": "7F000001A1B2C3D4E5F60718293A4B5C", "WAIT": "true", "TAGS": "TagA",

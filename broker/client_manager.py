@@ -12,42 +12,40 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from common.consumer import ConsumeFromWhere, ConsumeType, MessageModel, WireEnum
 from common.errors import FieldFormatError
 from common.subscription import SubscriptionData
 from remoting.connection import Connection
 from remoting.errors import InvalidHeaderError
 
-CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
-MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
-CONSUME_FROM = (
-    "CONSUME_FROM_LAST_OFFSET",
-    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-    "CONSUME_FROM_MIN_OFFSET",
-    "CONSUME_FROM_MAX_OFFSET",
-    "CONSUME_FROM_FIRST_OFFSET",
-    "CONSUME_FROM_TIMESTAMP",
-)
+_E = TypeVar("_E", bound=WireEnum)
+
 #: Bounds on what one heartbeat may register: a heartbeat is untrusted input.
 MAX_GROUPS_PER_HEARTBEAT = 1024
 MAX_SUBSCRIPTIONS_PER_GROUP = 1024
 
 
-def _enum_name(value: object, names: tuple[str, ...], default: str) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
-        return names[value]
-    if isinstance(value, str) and value.upper() in names:
-        return value.upper()
+def _lenient(value: object, default: _E) -> _E:
+    """The member a heartbeat names: a Java ordinal (an int), a Java name in any case, else ``default``."""
+    kind = type(default)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return kind.from_ordinal(value) or default
+    if isinstance(value, str):
+        try:
+            return kind(value.upper())
+        except ValueError:
+            return default
     return default
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerData:
     group_name: str
-    consume_type: str = "CONSUME_PASSIVELY"
-    message_model: str = "CLUSTERING"
-    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET
     subscriptions: tuple[SubscriptionData, ...] = ()
 
 
@@ -74,9 +72,9 @@ def _consumer(raw: dict[str, Any]) -> ConsumerData:
         raise InvalidHeaderError(f"heartbeat with more than {MAX_SUBSCRIPTIONS_PER_GROUP} subscriptions")
     return ConsumerData(
         group_name=group,
-        consume_type=_enum_name(raw.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
-        message_model=_enum_name(raw.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
-        consume_from_where=_enum_name(raw.get("consumeFromWhere"), CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"),
+        consume_type=_lenient(raw.get("consumeType"), ConsumeType.CONSUME_PASSIVELY),
+        message_model=_lenient(raw.get("messageModel"), MessageModel.CLUSTERING),
+        consume_from_where=_lenient(raw.get("consumeFromWhere"), ConsumeFromWhere.LAST_OFFSET),
         subscriptions=tuple(_subscription(s) for s in subs if isinstance(s, dict)),
     )
 
@@ -111,9 +109,9 @@ class ClientChannel:
 @dataclass(slots=True)
 class ConsumerGroupInfo:
     group_name: str
-    consume_type: str
-    message_model: str
-    consume_from_where: str
+    consume_type: ConsumeType
+    message_model: MessageModel
+    consume_from_where: ConsumeFromWhere
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
     channels: dict[str, ClientChannel] = field(default_factory=dict)
 

@@ -25,7 +25,7 @@ from common.topic import (
 from common.topic_config import DataVersion, PermName, TopicConfig
 from remoting.route import TopicConfigSerializeWrapper
 
-log = get_logger("broker.topics")
+log = get_logger("broker.topic_manager")
 
 #: A broker that accepted topics without limit from the network could be made to exhaust memory and disk.
 MAX_TOPICS = 100_000

@@ -30,6 +30,9 @@ NOT_ALLOWED_SEND_TOPIC_SET = frozenset({
 })
 """System topics no producer may send to directly."""
 
+RMQ_SYS_TOPIC_PREFIX = "RMQ_SYS_"
+"""The prefix of the broker's transaction topics (``RMQ_SYS_TRANS_HALF_TOPIC``, ``RMQ_SYS_TRANS_OP_HALF_TOPIC``)."""
+
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 

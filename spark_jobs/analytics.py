@@ -20,6 +20,14 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from common.topic import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TOPIC_PREFIX,
+)
+
 DEFAULT_PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99, 0.999)
 PERCENTILE_ACCURACY = 10_000
 """``percentile_approx``'s accuracy: the relative rank error is 1/10000 (exact for small inputs)."""
@@ -27,7 +35,10 @@ PERCENTILE_ACCURACY = 10_000
 LATENCY_BOUNDS_MS: tuple[int, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 60_000)
 """Lower bounds of the latency histogram's buckets (the last one is open); below 0 is its own bucket."""
 
-SYSTEM_TOPIC_PREFIXES: tuple[str, ...] = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "SCHEDULE_TOPIC_XXXX", "TBW102")
+SYSTEM_TOPIC_PREFIXES: tuple[str, ...] = (
+    RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, RMQ_SYS_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC,
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+)
 """Topics whose messages are copies of others (retries, dead letters, delays) or broker internals."""
 
 MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")

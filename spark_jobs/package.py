@@ -1,9 +1,9 @@
-"""Zip the code Spark executors need (``store`` and ``spark_jobs``) for ``--py-files`` / ``addPyFile``.
+"""Zip the code Spark executors need (``common``, ``store`` and ``spark_jobs``) for ``--py-files`` / ``addPyFile``.
 
 ``python -m spark_jobs.package OUT.zip`` writes the zip and prints its path; ``spark-submit --py-files OUT.zip
 spark_jobs/job.py ...`` then runs the job on any cluster whose workers have the same Python environment
-(pyarrow, numpy) at the same path. Only ``store`` and ``spark_jobs`` go in: the floors guarantee the reader
-needs nothing else of ours.
+(pyarrow, numpy) at the same path. Only ``common`` (the record codec), ``store`` and ``spark_jobs`` go in: the
+floors guarantee the reader needs nothing else of ours.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-PACKAGES = ("store", "spark_jobs")
+PACKAGES = ("common", "store", "spark_jobs")
 ROOT = Path(__file__).resolve().parent.parent
 
 

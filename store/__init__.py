@@ -7,8 +7,11 @@ and ``spark_jobs`` the model's record decoder (:func:`common.record.decode_recor
 
 from store.config import BrokerRole, FlushDiskType, StoreConfig
 from store.errors import StoreError, StoreNotRunningError
+from store.listeners import ArrivalListener, GrowthListener
 from store.message import MessageExtBatch, MessageExtBrokerInner
-from store.message_store import ArrivalListener, GrowthListener, MessageFilter, MessageStore
+from store.message_store import MessageStore
+from store.put_path import PutOutcome, ReplicaWaiter
+from store.reader import MessageFilter
 from store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -33,6 +36,8 @@ __all__ = [
     "MessageStore",
     "PutMessageResult",
     "PutMessageStatus",
+    "PutOutcome",
+    "ReplicaWaiter",
     "StoreConfig",
     "StoreError",
     "StoreNotRunningError",

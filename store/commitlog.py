@@ -9,7 +9,7 @@ start of the next one (reference §4.1), which the allocator has normally create
 
 Prepared and rolled-back transaction halves get queue offset 0 and no consume-queue entry, as in
 RocketMQ. The record layout itself lives in the model (:mod:`common.record`); the hot path here is an
-inlined copy of :func:`common.record.encode_record_into` (one fewer Python call per message), checked byte
+inlined copy of :func:`common.record_encoder.encode_record_into` (one fewer Python call per message), checked byte
 for byte against it by the tests.
 """
 

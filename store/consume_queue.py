@@ -23,12 +23,11 @@ import os
 import struct
 from collections.abc import Callable
 
-import structlog
-
+from common.logs import get_logger
 from store.config import CQ_STORE_UNIT_SIZE
 from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue
 
-log = structlog.get_logger("pocketmq.store")
+log = get_logger("store.consume_queue")
 
 CQ_UNIT = struct.Struct(">qiq")
 UNIT_SIZE = CQ_STORE_UNIT_SIZE
@@ -153,14 +152,14 @@ class ConsumeQueue:
             if target < current:
                 return  # already indexed (replay after recovery)
             if target - current > self.file_size:
-                log.error("consume queue gap too large, restarting the queue", topic=self.topic,
+                log.error("consume_queue_gap_too_large", topic=self.topic, action="queue_restarted",
                           queue_id=self.queue_id, expected=current // UNIT_SIZE, got=index)
                 removed, queue.files = queue.files, []
                 self._discard(removed)
                 self._put_slow_unsynced(index, phys_offset, size, tags_code)
                 return
             if target > current:
-                log.warning("consume queue gap filled with blank units", topic=self.topic,
+                log.warning("consume_queue_gap_filled", topic=self.topic, filler="blank_units",
                             queue_id=self.queue_id, expected=current // UNIT_SIZE, got=index)
                 while queue.max_offset < target:
                     last = queue.last

@@ -35,7 +35,7 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from common.files import remove_stale_temporaries, write_atomically
 from common.logs import get_logger
@@ -43,6 +43,8 @@ from common.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
 from common.topic_config import DataVersion, PermName, TopicConfig
 
 log = get_logger("store.metadata")
+
+_V = TypeVar("_V")
 
 _INTEGER_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)')
 
@@ -138,41 +140,78 @@ def default_topic_config(queue_nums: int = 8) -> TopicConfig:
                        PermName.PERM_INHERIT | PermName.PERM_READ | PermName.PERM_WRITE)
 
 
-class TopicConfigTable(ConfigFile):
-    """``config/topics.json``; always holds TBW102."""
+class VersionedConfigTable(ConfigFile, Generic[_V]):
+    """A table of named configs under ``TABLE_KEY`` with a ``DataVersion`` bumped on every change (RocketMQ's
+    config managers): ``topics.json`` and ``subscriptionGroup.json``."""
+
+    TABLE_KEY: ClassVar[str]
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
-        self.table: dict[str, TopicConfig] = {AUTO_CREATE_TOPIC_KEY_TOPIC: default_topic_config()}
+        self.table: dict[str, _V] = self._defaults()
         self.data_version = DataVersion.now()
 
-    def get(self, topic: str) -> TopicConfig | None:
-        """The topic's config."""
-        return self.table.get(topic)
+    def _defaults(self) -> dict[str, _V]:
+        """Entries the table always holds (added after the file's own when it lacks them)."""
+        return {}
 
-    def put(self, config: TopicConfig) -> None:
-        """Add or replace a topic."""
-        self.table[config.topic_name] = config
+    def _name(self, value: _V) -> str:
+        """The key of ``value`` in the table (subclasses)."""
+        raise NotImplementedError
+
+    def _to_json(self, value: _V) -> dict[str, Any]:
+        """``value``'s fastjson form (subclasses)."""
+        raise NotImplementedError
+
+    def _from_json(self, name: str, value: Mapping[str, Any]) -> _V:
+        """The config stored under ``name`` (subclasses)."""
+        raise NotImplementedError
+
+    def get(self, name: str) -> _V | None:
+        """The config named ``name``."""
+        return self.table.get(name)
+
+    def put(self, value: _V) -> None:
+        """Add or replace a config."""
+        self.table[self._name(value)] = value
         self.data_version.next_version()
 
-    def delete(self, topic: str) -> TopicConfig | None:
-        """Remove a topic."""
-        removed = self.table.pop(topic, None)
+    def delete(self, name: str) -> _V | None:
+        """Remove a config."""
+        removed = self.table.pop(name, None)
         if removed is not None:
             self.data_version.next_version()
         return removed
 
     def encode(self) -> str:
         return json.dumps({"dataVersion": self.data_version.to_json_dict(),
-                           "topicConfigTable": {k: v.to_json_dict() for k, v in self.table.items()}}, indent="\t")
+                           self.TABLE_KEY: {k: self._to_json(v) for k, v in self.table.items()}}, indent="\t")
 
     def decode(self, text: str) -> None:
         data = loads_fastjson(text)
-        table = {name: TopicConfig.from_json_dict(value, name)
-                 for name, value in data.get("topicConfigTable", {}).items()}
-        table.setdefault(AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_config())
+        table = {name: self._from_json(name, value) for name, value in data.get(self.TABLE_KEY, {}).items()}
+        for name, value in self._defaults().items():
+            table.setdefault(name, value)
         self.table = table
         self.data_version = DataVersion.from_json_dict(data.get("dataVersion"))
+
+
+class TopicConfigTable(VersionedConfigTable[TopicConfig]):
+    """``config/topics.json``; always holds TBW102."""
+
+    TABLE_KEY = "topicConfigTable"
+
+    def _defaults(self) -> dict[str, TopicConfig]:
+        return {AUTO_CREATE_TOPIC_KEY_TOPIC: default_topic_config()}
+
+    def _name(self, value: TopicConfig) -> str:
+        return value.topic_name
+
+    def _to_json(self, value: TopicConfig) -> dict[str, Any]:
+        return value.to_json_dict()
+
+    def _from_json(self, name: str, value: Mapping[str, Any]) -> TopicConfig:
+        return TopicConfig.from_json_dict(value, name)
 
 
 # ----------------------------------------------------------------------------------------- offsets
@@ -282,17 +321,19 @@ class SubscriptionGroupConfig:
         return cls(**kwargs)
 
 
-class SubscriptionGroupTable(ConfigFile):
+class SubscriptionGroupTable(VersionedConfigTable[SubscriptionGroupConfig]):
     """``config/subscriptionGroup.json``."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.table: dict[str, SubscriptionGroupConfig] = {}
-        self.data_version = DataVersion.now()
+    TABLE_KEY = "subscriptionGroupTable"
 
-    def get(self, group: str) -> SubscriptionGroupConfig | None:
-        """A group's config."""
-        return self.table.get(group)
+    def _name(self, value: SubscriptionGroupConfig) -> str:
+        return value.group_name
+
+    def _to_json(self, value: SubscriptionGroupConfig) -> dict[str, Any]:
+        return value.to_json()
+
+    def _from_json(self, name: str, value: Mapping[str, Any]) -> SubscriptionGroupConfig:
+        return SubscriptionGroupConfig.from_json(value)
 
     def get_or_create(self, group: str) -> SubscriptionGroupConfig:
         """A group's config, created with the defaults (``autoCreateSubscriptionGroup``)."""
@@ -301,29 +342,6 @@ class SubscriptionGroupTable(ConfigFile):
             config = self.table[group] = SubscriptionGroupConfig(group)
             self.data_version.next_version()
         return config
-
-    def put(self, config: SubscriptionGroupConfig) -> None:
-        """Add or replace a group."""
-        self.table[config.group_name] = config
-        self.data_version.next_version()
-
-    def delete(self, group: str) -> SubscriptionGroupConfig | None:
-        """Remove a group."""
-        removed = self.table.pop(group, None)
-        if removed is not None:
-            self.data_version.next_version()
-        return removed
-
-    def encode(self) -> str:
-        return json.dumps({"dataVersion": self.data_version.to_json_dict(),
-                           "subscriptionGroupTable": {k: v.to_json() for k, v in self.table.items()}},
-                          indent="\t")
-
-    def decode(self, text: str) -> None:
-        data = loads_fastjson(text)
-        self.table = {name: SubscriptionGroupConfig.from_json(value)
-                      for name, value in data.get("subscriptionGroupTable", {}).items()}
-        self.data_version = DataVersion.from_json_dict(data.get("dataVersion"))
 
 
 def config_paths(config_dir: str) -> dict[str, str]:

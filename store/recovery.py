@@ -26,9 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import structlog
-
 from common.errors import RecordFormatError
+from common.logs import get_logger
 from common.record import (
     INT32,
     INT64,
@@ -43,7 +42,7 @@ from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
 from store.mapped_file import MappedFileQueue
 
-log = structlog.get_logger("pocketmq.store")
+log = get_logger("store.recovery")
 
 ABNORMAL_TIME_MARGIN_MS = 3000
 
@@ -124,7 +123,7 @@ def apply_recovery(plan: RecoveryPlan, commit_log: CommitLog, consume_queues: It
             mapped.zero_from(0)
             mapped.close()
             continue
-        log.warning("removing commit-log file past the end of the log", file=mapped.path)
+        log.warning("commit_log_file_past_end_removed", file=mapped.path)
         mapped.destroy()
     for mapped in queue.files:
         if mapped.file_end_offset > plan.truncate_at:

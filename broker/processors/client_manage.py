@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import structlog
-
 from broker.client_manager import ClientManager, parse_heartbeat
 from broker.topic_manager import TopicConfigManager
-from common.topic import RETRY_GROUP_TOPIC_PREFIX
+from common.logs import get_logger
+from common.topic import retry_topic
+from common.topic_config import PermName
 from remoting import route as rd
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -16,7 +16,7 @@ from remoting.connection import Connection, Handler
 from remoting.errors import InvalidHeaderError
 from remoting.headers import UnregisterClientRequestHeader
 
-log = structlog.get_logger("broker.clients")
+log = get_logger("broker.client_manage")
 
 
 class ClientManageProcessor:
@@ -40,7 +40,8 @@ class ClientManageProcessor:
         data = parse_heartbeat(raw)
         for consumer in data.consumers:
             # Every consumer group gets its retry topic (one queue) on heartbeat, as RocketMQ does.
-            self.topics.create_system_topic(RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, 1, 6)
+            self.topics.create_system_topic(retry_topic(consumer.group_name), 1,
+                                            PermName.PERM_READ | PermName.PERM_WRITE)
         for group in self.clients.heartbeat(data, conn):
             log.info("consumer_joined", group=group, client=data.client_id)
             if self.on_group_changed is not None:

@@ -14,7 +14,7 @@ from broker.topic_manager import TopicConfigManager
 from common.logs import get_logger
 from common.message import MessageConst, encode_properties, parse_properties
 from common.record import message_id
-from common.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from common.topic import dlq_topic, retry_topic
 from common.topic_config import PermName
 from remoting import route as rd
 from remoting.codes import RequestCode, ResponseCode
@@ -32,7 +32,7 @@ from remoting.headers import (
 from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
 
-log = get_logger("broker.consumers")
+log = get_logger("broker.consumer_manage")
 
 #: An orderly consumer's queue lock lives this long without renewal (RocketMQ: 60 s).
 LOCK_MAX_LIVE_SECONDS = 60.0
@@ -133,8 +133,8 @@ class ConsumerManageProcessor:
         body = {
             "connectionSet": [{"clientId": ch.client_id, "clientAddr": ch.connection.remote_addr, "language": "JAVA",
                                "version": 401} for ch in info.channels.values()],
-            "consumeType": info.consume_type, "messageModel": info.message_model,
-            "consumeFromWhere": info.consume_from_where,
+            "consumeType": info.consume_type.value, "messageModel": info.message_model.value,
+            "consumeFromWhere": info.consume_from_where.value,
             "subscriptionTable": {t: s.to_json_dict() for t, s in info.subscriptions.items()},
         }
         return req.response(ResponseCode.SUCCESS, body=rd.encode_body(body, req.serialize_type))
@@ -220,14 +220,14 @@ class ConsumerManageProcessor:
         props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
         max_times = h.max_reconsume_times if h.max_reconsume_times is not None else group.retry_max_times
         if record.reconsume_times >= max_times or h.delay_level < 0:
-            topic = DLQ_GROUP_TOPIC_PREFIX + h.group
+            topic = dlq_topic(h.group)
             self.topics.create_system_topic(topic, 1, PermName.PERM_READ | PermName.PERM_WRITE)
         else:
-            topic = RETRY_GROUP_TOPIC_PREFIX + h.group
+            topic = retry_topic(h.group)
             self.topics.create_system_topic(topic, group.retry_queue_nums, PermName.PERM_READ | PermName.PERM_WRITE)
             level = h.delay_level if h.delay_level > 0 else 3 + record.reconsume_times
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
-        origin = (h.origin_msg_id or props.get("UNIQ_KEY")
+        origin = (h.origin_msg_id or props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                   or message_id(bytes(record.store_host), record.physical_offset))
         props.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, origin)
         msg = MessageExtBrokerInner(

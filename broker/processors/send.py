@@ -20,7 +20,13 @@ from broker.topic_manager import TopicConfigManager
 from common.message import MessageConst, join_properties
 from common.record import MAX_PROPERTIES_LENGTH, encode_host
 from common.sysflag import MessageSysFlag
-from common.topic import DLQ_GROUP_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPIC_SET, RETRY_GROUP_TOPIC_PREFIX, validate_topic
+from common.topic import (
+    NOT_ALLOWED_SEND_TOPIC_SET,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    is_retry_topic,
+    validate_topic,
+)
 from common.topic_config import PermName
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -33,13 +39,14 @@ from store.results import PutMessageResult
 
 SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
 
-_WAIT_FALSE = MessageConst.PROPERTY_WAIT_STORE_MSG_OK + "\x01false"
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TXN_PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
 _MAX_CHECKED_TOPICS = 10_000
 _SAFE_PROPERTIES_CHARS = MAX_PROPERTIES_LENGTH // 4
 """Properties of at most this many characters cannot exceed the byte limit (UTF-8: at most 4 bytes each)."""
-_WAIT_TRUE = MessageConst.PROPERTY_WAIT_STORE_MSG_OK + "\x01true"
+_WAIT_MARKER = MessageConst.PROPERTY_WAIT_STORE_MSG_OK + "\x01"
+_WAIT_TRUE = _WAIT_MARKER + "true"
+_WAIT_FALSE = _WAIT_MARKER + "false"
 
 
 def strip_property(properties: str, name: str) -> str:
@@ -52,16 +59,16 @@ def strip_property(properties: str, name: str) -> str:
 
 def strip_wait(properties: str) -> tuple[str, bool]:
     """Remove the producer's WAIT property (RocketMQ does not store it); return (properties, wait)."""
-    at = properties.find("WAIT\x01")
+    at = properties.find(_WAIT_MARKER)
     if at < 0:
         return properties, True
     end = properties.find("\x02", at)
-    if (at == 0 and 0 < end < len(properties) - 1 and "WAIT\x01" not in properties[end:]
+    if (at == 0 and 0 < end < len(properties) - 1 and _WAIT_MARKER not in properties[end:]
             and "\x02\x02" not in properties and properties[-1] != "\x02"):
         # What every client sends (WAIT first, as RocketMQ's Message puts it): one slice, same result.
         return properties[end + 1:], _WAIT_FALSE not in properties
     wait = _WAIT_FALSE not in properties
-    parts = [p for p in properties.split("\x02") if p and not p.startswith("WAIT\x01")]
+    parts = [p for p in properties.split("\x02") if p and not p.startswith(_WAIT_MARKER)]
     return "\x02".join(parts), wait
 
 
@@ -114,7 +121,7 @@ class SendMessageProcessor:
         topic = header.topic
         dead_letter = self._is_dead_letter(header)
         if dead_letter:
-            topic = DLQ_GROUP_TOPIC_PREFIX + header.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            topic = dlq_topic(header.topic[len(RETRY_GROUP_TOPIC_PREFIX):])
             self.topics.create_system_topic(topic, 1, PermName.PERM_READ | PermName.PERM_WRITE)
         topic_config = self.topics.select_or_create_for_send(
             topic, header.default_topic, header.default_topic_queue_nums, conn.remote_addr
@@ -185,7 +192,7 @@ class SendMessageProcessor:
         """A message produced to ``%RETRY%<group>`` that has been reconsumed its group's maximum number of
         times goes to ``%DLQ%<group>`` instead (RocketMQ's handleRetryAndDLQ; the SDK's fallback path when
         CONSUMER_SEND_MSG_BACK fails relies on it)."""
-        if not header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if not is_retry_topic(header.topic):
             return False
         max_times = header.max_reconsume_times
         if max_times is None:
@@ -208,7 +215,7 @@ class SendMessageProcessor:
 
     def _put_batch(self, req: RemotingCommand, header: SendHeader, body: bytes, queue_id: int, properties: str,
                    wait: bool, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
-        if header.topic.startswith("%RETRY%"):
+        if is_retry_topic(header.topic):
             raise InvalidHeaderError("batch messages cannot be sent to a retry topic")
         batch = MessageExtBatch(
             topic=header.topic, body=body, queue_id=queue_id,

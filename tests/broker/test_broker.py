@@ -12,6 +12,7 @@ import pytest
 
 from broker.controller import BrokerController
 from common.batch import BatchEntry, encode_batch_body
+from common.consumer import ConsumeType, MessageModel
 from common.record import decode_message_id
 from namesrv.controller import NamesrvController
 from remoting import route as rd
@@ -218,7 +219,7 @@ async def test_heartbeat_dialects_and_unregister(broker: BrokerController, clien
     resp = await client.invoke(broker.addr, RemotingCommand.request(34, None, body, serialize_type=serialize_type))
     assert resp.code == 0
     group = broker.clients.consumers["CG"]
-    assert group.message_model == "CLUSTERING" and group.consume_type == "CONSUME_PASSIVELY"
+    assert group.message_model is MessageModel.CLUSTERING and group.consume_type is ConsumeType.CONSUME_PASSIVELY
     assert group.subscriptions["T"].code_set == [97, 98] and group.subscriptions["T"].sub_version == 123
     assert broker.topics.get("%RETRY%CG") is not None
     assert broker.clients.producer_count() == 1

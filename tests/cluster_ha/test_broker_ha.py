@@ -13,7 +13,7 @@ import pytest
 
 from broker.controller import BrokerController
 from common.record import decode_message_id
-from common.topic import RMQ_SYS_SCHEDULE_TOPIC as SCHEDULE_TOPIC
+from common.topic import RMQ_SYS_SCHEDULE_TOPIC
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -120,7 +120,7 @@ async def test_send_back_on_a_sync_master_is_answered_once_a_slave_has_it(
         phys = decode_message_id((sent.ext_fields or {})["msgId"])[2]
         alone = await send_back(client, master.addr, phys)
         assert alone.code == ResponseCode.SLAVE_NOT_AVAILABLE  # stored on the master only, and said so
-        assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 0) == 1
+        assert store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, 0) == 1
 
         slave = await start_broker(tmp_path, "broker-c", namesrv.addr, broker_role=BrokerRole.SLAVE, broker_id=1)
         ha, ha_client = master.ha_service, slave.ha_client
@@ -132,7 +132,7 @@ async def test_send_back_on_a_sync_master_is_answered_once_a_slave_has_it(
         started = loop.time()
         frozen = await send_back(client, master.addr, phys)
         assert frozen.code == ResponseCode.FLUSH_SLAVE_TIMEOUT and loop.time() - started >= 1.4
-        assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 0) == 2  # stored all the same
+        assert store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, 0) == 2  # stored all the same
 
         end = store.max_phy_offset
         answer = asyncio.ensure_future(send_back(client, master.addr, phys))

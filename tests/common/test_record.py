@@ -28,9 +28,7 @@ from common.record import (
     decode_message_id,
     decode_record,
     decode_records,
-    encode_blank_into,
     encode_host,
-    encode_record,
     format_host,
     locate_record,
     message_id,
@@ -38,6 +36,7 @@ from common.record import (
     record_size,
     store_timestamp_offset,
 )
+from common.record_encoder import encode_blank_into, encode_record
 from common.sysflag import MessageSysFlag
 
 BODY = b"Hello RocketMQ"

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from common.errors import RecordFormatError
 from common.message import parse_properties
-from common.record import MessageRecord, decode_record, encode_host, encode_record
+from common.record import MessageRecord, decode_record, encode_host
+from common.record_encoder import encode_record
 from spark_jobs.manifest import ExportError
 from spark_jobs.records import (
     FileRange,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from common.batch import BatchEntry, encode_batch_body
 from common.message import java_string_hash
-from common.record import BLANK_MAGIC_CODE, MessageRecord, decode_record, encode_host, encode_record
+from common.record import BLANK_MAGIC_CODE, MessageRecord, decode_record, encode_host
+from common.record_encoder import encode_record
 from common.sysflag import MessageSysFlag
 from store import GetMessageStatus, MessageExtBatch, MessageStore, PutMessageStatus
 from store.consume_queue import CQ_UNIT

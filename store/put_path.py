@@ -1,0 +1,280 @@
+"""``PutPath``: the store's one way in for writes, RocketMQ's ``asyncPutMessage`` then ``handleDiskFlushAndHA``.
+
+:meth:`PutPath.put` (one message: sends, send-backs, scheduled re-deliveries) and :meth:`PutPath.put_batch`
+append and index, then wait for the disk (the SYNC_FLUSH group commit) and, on a SYNC_MASTER, a replica (a
+:class:`ReplicaWaiter` the broker injects) side by side, each under its own timeout; a timeout comes back as a
+status (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE), never as an exception. When there is
+nothing to wait for the result is returned at once, with no task or future (the broker's hot path); otherwise
+an awaitable of it. :meth:`PutPath.append` and :meth:`PutPath.append_batch` are the bare append the put is
+built on: pack the record into the mapped file, assign its offsets and write its consume-queue unit in one
+call, with no lock and no await. A delayed message is rewritten first (:mod:`store.delay`).
+
+A queue whose consume-queue file is full (or missing) gets its next file in a thread before the append, never
+on the loop (:meth:`PutPath.put`); :meth:`PutPath.append` makes it inline (~0.1 ms, once per file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from structlog.typing import FilteringBoundLogger
+
+from common.message import tags_code_of
+from common.sysflag import MessageSysFlag
+from common.topic import RMQ_SYS_SCHEDULE_TOPIC, is_retry_topic
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueue
+from store.delay import DELAY_MARKER, deliver_time, schedule
+from store.flush import GroupCommitService
+from store.listeners import StoreListeners
+from store.message import MessageExtBatch, MessageExtBrokerInner
+from store.queue_table import ConsumeQueueTable
+from store.results import AppendMessageStatus, PutMessageResult, PutMessageStatus
+
+PutOutcome = PutMessageResult | Awaitable[PutMessageResult]
+"""What a put gives: the result, or an awaitable of it when the put has to wait."""
+
+
+class ReplicaWaiter(Protocol):
+    """What a SYNC_MASTER's put waits on next to the disk flush (``ha.HAService`` is one; the broker
+    injects it with ``MessageStore.set_replica_waiter``, so the store imports no replication)."""
+
+    def has_room(self) -> bool:
+        """False when the bound on puts waiting for a replica is reached (the put is refused)."""
+
+    def wait_for_replica(self, end_offset: int) -> asyncio.Future[PutMessageStatus]:
+        """Already running when returned; PUT_OK once a slave holds ``end_offset``, otherwise
+        FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE. Never raises."""
+
+
+_PUT_OK = PutMessageStatus.PUT_OK
+_APPEND_OK = AppendMessageStatus.PUT_OK
+_TXN_MASK = MessageSysFlag.TRANSACTION_MASK
+_TXN_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
+_STATUS_OF_APPEND = {
+    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED: PutMessageStatus.MESSAGE_ILLEGAL,
+    AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+    AppendMessageStatus.UNKNOWN_ERROR: PutMessageStatus.CREATE_MAPEDFILE_FAILED,
+    AppendMessageStatus.END_OF_FILE: PutMessageStatus.UNKNOWN_ERROR,
+}
+
+
+def _settle(result: PutMessageResult, flushed: PutMessageStatus, replicated: PutMessageStatus) -> PutMessageResult:
+    """The put's status from its two waits: a failed replica wait wins over the flush's, as in RocketMQ."""
+    if replicated is not _PUT_OK:
+        result.status = replicated
+    elif flushed is not _PUT_OK:
+        result.status = flushed
+    return result
+
+
+async def _settle_later(result: PutMessageResult, flushed: asyncio.Future[PutMessageStatus] | None,
+                        replicated: asyncio.Future[PutMessageStatus] | None) -> PutMessageResult:
+    """:func:`_settle` once both waits have ended (they run side by side: both are registered already)."""
+    flush_status = _PUT_OK if flushed is None else await flushed
+    replica_status = _PUT_OK if replicated is None else await replicated
+    return _settle(result, flush_status, replica_status)
+
+
+class PutPath:
+    """The writes of one store (see the module docstring). The store sets :attr:`writable` (running, not a
+    slave, disk not full) and, once its services run, :attr:`group_commit` (SYNC_FLUSH) and :attr:`replica`;
+    ``is_running`` is asked only to say why a put is refused."""
+
+    def __init__(self, config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
+                 listeners: StoreListeners, is_running: Callable[[], bool], log: FilteringBoundLogger) -> None:
+        self.writable = False
+        self.group_commit: GroupCommitService | None = None
+        self.replica: ReplicaWaiter | None = None
+        self._commit_log = commit_log
+        self._queues = queues
+        self._cq_table = queues.queues
+        self._delay_levels = config.delay_levels_ms
+        self._arrival = listeners.arrival
+        self._growth = listeners.growth
+        self._notify_arrival = listeners.notify_arrival
+        self._notify_growth = listeners.notify_growth
+        self._is_running = is_running
+        self._log = log
+
+    # ------------------------------------------------------------------------------------------ append
+
+    def append(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Append and index one message now, with no flush or replica wait."""
+        result = self._append(msg, True)
+        assert result is not None
+        return result
+
+    def _append(self, msg: MessageExtBrokerInner, inline_file: bool) -> PutMessageResult | None:
+        """:meth:`append`; with ``inline_file`` False, None instead of creating a consume-queue file."""
+        if not self.writable:
+            return self._not_writable()
+        props = msg.properties
+        if DELAY_MARKER in props and msg.topic != RMQ_SYS_SCHEDULE_TOPIC:
+            msg = schedule(msg, self._delay_levels)
+            props = msg.properties
+        topic = msg.topic
+        queue_id = msg.queue_id
+        txn = msg.sys_flag & _TXN_MASK
+        cq: ConsumeQueue | None = None
+        if txn == 0 or txn == _TXN_COMMIT:
+            queues = self._cq_table.get(topic)
+            cq = queues.get(queue_id) if queues is not None else None
+            tail = cq.tail if cq is not None else None
+            if cq is None or tail is None or tail.wrote_position >= cq.file_size:
+                if not inline_file:
+                    return None
+                try:
+                    cq = self._queues.ready(topic, queue_id)
+                except OSError as exc:
+                    return self._no_cq_file(topic, exc)
+        result = self._commit_log.append_message(msg)
+        if result.status is not _APPEND_OK:
+            return PutMessageResult(_STATUS_OF_APPEND[result.status], result)
+        if cq is not None:
+            tags = msg.tags_code
+            if tags is None:
+                tags = tags_code_of(props) if props else 0
+            if topic == RMQ_SYS_SCHEDULE_TOPIC:
+                tags = deliver_time(self._delay_levels, queue_id + 1, result.store_timestamp)
+            try:
+                cq.put(result.logics_offset, result.wrote_offset, result.wrote_bytes, tags)
+            except OSError as exc:
+                self._unindexed(cq, result.logics_offset, exc)
+            if self._arrival:
+                self._notify_arrival(topic, queue_id, result.logics_offset + 1, tags, result.store_timestamp)
+        if self._growth:
+            self._notify_growth(result.wrote_offset + result.wrote_bytes)
+        return PutMessageResult(_PUT_OK, result)
+
+    def append_batch(self, batch: MessageExtBatch) -> PutMessageResult:
+        """Append and index a batch now, with no flush or replica wait. Delayed, retry-topic and
+        transactional batches are MESSAGE_ILLEGAL (reference §4.6)."""
+        if not self.writable:
+            return self._not_writable()
+        if (is_retry_topic(batch.topic) or DELAY_MARKER in batch.properties
+                or batch.sys_flag & _TXN_MASK not in (0, _TXN_COMMIT)):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        try:
+            cq = self._queues.ready(batch.topic, batch.queue_id)
+        except OSError as exc:
+            return self._no_cq_file(batch.topic, exc)
+        result, dispatch = self._commit_log.append_batch(batch)
+        if result.status is not _APPEND_OK:
+            return PutMessageResult(_STATUS_OF_APPEND[result.status], result)
+        try:
+            cq.put_many(result.logics_offset, dispatch)
+        except OSError as exc:
+            self._unindexed(cq, result.logics_offset, exc)
+        if self._arrival:
+            index = result.logics_offset
+            for _phys, _size, tags in dispatch:
+                index += 1
+                self._notify_arrival(batch.topic, batch.queue_id, index, tags, result.store_timestamp)
+        if self._growth:
+            self._notify_growth(result.end_offset)
+        return PutMessageResult(_PUT_OK, result)
+
+    def _not_writable(self) -> PutMessageResult:
+        if not self._is_running():
+            self._log.warning("put_refused", reason="store_not_running")
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+
+    def _no_cq_file(self, topic: str, exc: OSError) -> PutMessageResult:
+        self._log.error("consume_queue_file_creation_failed", topic=topic, error=str(exc))
+        return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+
+    def _unindexed(self, cq: ConsumeQueue, index: int, exc: OSError) -> None:
+        # Only a consume-queue roll-over inside a batch can get here (the first file of every put is made
+        # before appending). The record is in the commit log; the next start re-indexes it.
+        self._log.error("consume_queue_write_failed", topic=cq.topic, queue_id=cq.queue_id, offset=index,
+                        error=str(exc), repair="at_next_start")
+
+    async def prepare_queue(self, topic: str, queue_id: int) -> bool:
+        """Create the queue's next consume-queue file in a thread unless it is ready; False when it cannot
+        be created (answer CREATE_MAPEDFILE_FAILED)."""
+        if self._queues.is_ready(topic, queue_id):
+            return True
+        try:
+            await self._queues.ensure_file(topic, queue_id)
+        except OSError as exc:
+            self._log.error("consume_queue_file_creation_failed", topic=topic, error=str(exc))
+            return False
+        return True
+
+    # -------------------------------------------------------------------------------------------- put
+
+    def put(self, msg: MessageExtBrokerInner) -> PutOutcome:
+        """The one put path of a single message: append and index it, then wait for the disk and a replica
+        (:meth:`_flush_and_replica`). The result itself when there is nothing to wait for (ASYNC_FLUSH and
+        no replica waiter, or the producer's WAIT=false; and the queue's consume-queue file has room);
+        otherwise an awaitable of it. A put that would wait when the bound on waiting puts is reached is
+        OS_PAGECACHE_BUSY (nothing stored)."""
+        wait = msg.wait_store_msg_ok and (self.group_commit is not None or self.replica is not None)
+        if wait and not self._room_to_wait():
+            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
+        result = self._append(msg, False)
+        if result is None:
+            target = schedule(msg, self._delay_levels) if DELAY_MARKER in msg.properties else msg
+            return self._put_after_cq_file(target.topic, target.queue_id, functools.partial(self.append, msg), wait)
+        return self._flush_and_replica(result) if wait else result
+
+    def put_batch(self, batch: MessageExtBatch) -> PutOutcome:
+        """:meth:`put` for a batch (see :meth:`append_batch` for what a batch may not be)."""
+        wait = batch.wait_store_msg_ok and (self.group_commit is not None or self.replica is not None)
+        if self.writable and not self._queues.is_ready(batch.topic, batch.queue_id):
+            return self._put_after_cq_file(batch.topic, batch.queue_id, functools.partial(self.append_batch, batch),
+                                           wait)
+        if wait and not self._room_to_wait():
+            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
+        result = self.append_batch(batch)
+        return self._flush_and_replica(result) if wait else result
+
+    def has_flush_capacity(self) -> bool:
+        """False when the bound on waiting SYNC_FLUSH writers is reached."""
+        return self.group_commit is None or self.group_commit.has_room()
+
+    def _room_to_wait(self) -> bool:
+        replica = self.replica
+        return self.has_flush_capacity() and (replica is None or replica.has_room())
+
+    async def _put_after_cq_file(self, topic: str, queue_id: int, append: Callable[[], PutMessageResult],
+                                 wait: bool) -> PutMessageResult:
+        """Make the queue's consume-queue file in a thread, then append and wait as :meth:`put` does."""
+        if not await self.prepare_queue(topic, queue_id):
+            return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        if wait and not self._room_to_wait():
+            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
+        result = append()
+        if not wait:
+            return result
+        outcome = self._flush_and_replica(result)
+        return outcome if isinstance(outcome, PutMessageResult) else await outcome
+
+    def wait_for_flush(self, end_offset: int) -> asyncio.Future[PutMessageStatus]:
+        """A future of PUT_OK once ``end_offset`` is on disk (at once for ASYNC_FLUSH), or
+        FLUSH_DISK_TIMEOUT after ``sync_flush_timeout``."""
+        if self.group_commit is not None:
+            return self.group_commit.wait_for(end_offset)
+        future: asyncio.Future[PutMessageStatus] = asyncio.get_running_loop().create_future()
+        future.set_result(_PUT_OK)
+        return future
+
+    def _flush_and_replica(self, result: PutMessageResult) -> PutOutcome:
+        """RocketMQ's handleDiskFlushAndHA: wait for the disk (SYNC_FLUSH group commit) and a replica (a
+        SYNC_MASTER's waiter) side by side, each under its own timeout, which comes back as a status, never
+        as an exception. The result itself when both are settled already (e.g. no slave under ASYNC_FLUSH)."""
+        append = result.append_result
+        if result.status is not _PUT_OK or append is None:
+            return result
+        end = append.end_offset
+        flushed = self.group_commit.wait_for(end) if self.group_commit is not None else None
+        replicated = self.replica.wait_for_replica(end) if self.replica is not None else None
+        if (flushed is None or flushed.done()) and (replicated is None or replicated.done()):
+            return _settle(result, _PUT_OK if flushed is None else flushed.result(),
+                           _PUT_OK if replicated is None else replicated.result())
+        return _settle_later(result, flushed, replicated)

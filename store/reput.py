@@ -1,0 +1,101 @@
+"""``Reput``: a slave's side of the commit log (RocketMQ's ``ReputMessageService`` with the HA client's append).
+
+The slave appends the bytes its master sends at its own max offset (:meth:`Reput.append`), then indexes the
+records they complete (:meth:`Reput.dispatch`: the consume queues, the queue-offset table, the arrival and
+growth listeners); the replication client acknowledges a transfer between the two, as RocketMQ's slave does
+before its reput. Body CRCs are not checked (the bytes are the master's own records, over TCP); sizes, magic
+codes and offsets are, so garbage ends the scan and is cut. :meth:`Reput.reset` restarts an empty log at a
+file boundary, when the master has nothing older to send.
+
+The store says whether it runs before it calls any of these.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from structlog.typing import FilteringBoundLogger
+
+from store.commitlog import CommitLog
+from store.listeners import StoreListeners
+from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for
+from store.queue_table import ConsumeQueueTable
+
+
+class Reput:
+    """Appending and indexing replicated bytes (see the module docstring). :attr:`offset` is where the next
+    dispatch starts (the store sets it after recovery)."""
+
+    def __init__(self, commit_log: CommitLog, queues: ConsumeQueueTable, listeners: StoreListeners,
+                 allocator: MappedFileAllocator, discard: Callable[[list[MappedFile]], None],
+                 log: FilteringBoundLogger) -> None:
+        self.offset = 0
+        self._commit_log = commit_log
+        self._queues = queues
+        self._listeners = listeners
+        self._allocator = allocator
+        self._discard = discard
+        self._log = log
+
+    def append(self, offset: int, data: bytes | memoryview) -> bool:
+        """Append bytes received from the master at ``offset`` (which must be this log's max offset); False
+        when the offset does not match or no file can be created."""
+        try:
+            if not self._commit_log.append_raw(offset, data):
+                self._log.warning("replicated_data_misplaced", offset=offset, max_offset=self._commit_log.max_offset)
+                return False
+        except OSError as exc:
+            self._log.error("commit_log_file_creation_failed", error=str(exc))
+            return False
+        return True
+
+    def dispatch(self) -> bool:
+        """Index the records appended since the last dispatch and tell the growth listeners; False (and the
+        invalid tail cut) when they are not valid records."""
+        ok = self._reput()
+        if self._listeners.growth:
+            self._listeners.notify_growth(self._commit_log.max_offset)
+        return ok
+
+    def _reput(self) -> bool:
+        scanner = self._commit_log.scan(self.offset, check_crc=False, written_only=True)
+        dispatch = self._queues.dispatch
+        notify = self._listeners.notify_arrival if self._listeners.arrival else None
+        for request in scanner:
+            if dispatch(request) and notify is not None:
+                notify(request.topic, request.queue_id, request.consume_queue_offset + 1, request.tags_code,
+                       request.store_timestamp)
+        self.offset = scanner.end_offset
+        if scanner.error is not None:
+            self._log.error("replicated_data_invalid_tail_cut", offset=scanner.end_offset, reason=scanner.error.reason)
+            self._discard(self._commit_log.truncate_written_tail(scanner.end_offset))
+            return False
+        return True
+
+    def reset(self, offset: int) -> bool:
+        """Drop the whole commit log and start an empty one whose first file begins at ``offset`` (see
+        ``MessageStore.reset_commit_log``); False (and nothing changes) unless ``offset`` is a file boundary at
+        or past the current max offset."""
+        queue = self._commit_log.queue
+        if offset % queue.mapped_file_size or offset < queue.max_offset:
+            return False
+        if offset == queue.max_offset and queue.files and queue.files[0].file_from_offset == offset:
+            return True  # already an empty log starting there
+        target = os.path.join(queue.store_dir, file_name_for(offset))
+        self._allocator.discard_pending(queue.store_dir, keep=target)
+        removed, queue.files = queue.files, []
+        try:
+            queue.roll(offset)
+        except OSError as exc:
+            queue.files = removed
+            self._log.error("commit_log_file_creation_failed", error=str(exc))
+            return False
+        self._discard(removed)
+        self.offset = offset
+        for cq in self._queues:
+            cq.correct_min_offset(offset)
+        self._log.warning("commit_log_reset", offset=offset, dropped_files=len(removed))
+        if self._listeners.growth:
+            self._listeners.notify_growth(offset)
+        return True
