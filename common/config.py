@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -161,3 +162,32 @@ def from_named_properties(
             values[name] = convert_value(key, raw.strip(), hints[name])
     values.update(overrides)
     return cls(**values)
+
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+"""RocketMQ's ``messageDelayLevel``: the delay of levels 1..18."""
+
+_DELAY_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DELAY_ITEM = re.compile(r"([0-9]+)(ms|s|m|h|d)")
+
+
+class DelayLevelError(ConfigError):
+    """A ``messageDelayLevel`` string is empty or has an item that is not ``<integer><unit>``."""
+
+
+def parse_delay_levels(text: str = DEFAULT_DELAY_LEVELS) -> tuple[int, ...]:
+    """Delays in ms, index 0 for level 1: ``"1s 5s 10s"`` → ``(1000, 5000, 10000)``.
+
+    Units are RocketMQ's ``s``, ``m``, ``h``, ``d``, and ``ms`` (ours: short levels for tests). Raises
+    :class:`DelayLevelError` for an empty string or any other item.
+    """
+    items = text.split()
+    if not items:
+        raise DelayLevelError("messageDelayLevel is empty")
+    delays = []
+    for item in items:
+        match = _DELAY_ITEM.fullmatch(item)
+        if match is None:
+            raise DelayLevelError(f"bad delay level {item!r} in {text!r}: not <integer><ms|s|m|h|d>")
+        delays.append(int(match.group(1)) * _DELAY_UNITS_MS[match.group(2)])
+    return tuple(delays)

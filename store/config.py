@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.config import from_named_properties
+from common.config import DEFAULT_DELAY_LEVELS, from_named_properties, parse_delay_levels
 from common.record import parse_host_port
 
 CQ_STORE_UNIT_SIZE = 20
@@ -35,20 +35,6 @@ class BrokerRole(enum.Enum):
     SLAVE = "SLAVE"
 
 
-_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_delay_levels(text: str) -> tuple[int, ...]:
-    """``"1s 5s 1m 2h"`` -> delays in ms for levels 1..n (§8 ``messageDelayLevel``)."""
-    levels = []
-    for item in text.split():
-        unit = _DELAY_UNITS_MS.get(item[-1:])
-        if unit is None or not item[:-1].isdigit():
-            raise ValueError(f"bad delay level {item!r} in {text!r}")
-        levels.append(int(item[:-1]) * unit)
-    if not levels:
-        raise ValueError("messageDelayLevel is empty")
-    return tuple(levels)
 
 
 def parse_delete_when(text: str) -> frozenset[int]:
@@ -101,7 +87,7 @@ class StoreConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     access_message_in_memory_max_ratio: int = 40
-    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
 
     def __post_init__(self) -> None:
         _check(bool(self.store_path_root_dir), "store_path_root_dir must be set")

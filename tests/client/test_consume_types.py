@@ -5,30 +5,28 @@ from __future__ import annotations
 import pytest
 
 from client.consumer.types import (
-    DEFAULT_DELAY_LEVELS,
     ConsumeFromWhere,
     ConsumeResult,
     ConsumeType,
-    DelayLevelError,
     MessageModel,
     delay_level_for_retry,
-    parse_delay_levels,
 )
+from common.config import DEFAULT_DELAY_LEVELS, DelayLevelError, parse_delay_levels
 
 
 def test_default_delay_levels() -> None:
     levels = parse_delay_levels()
     assert len(levels) == 18
     s, m, h = 1000, 60_000, 3_600_000
-    assert levels == [
+    assert levels == (
         1 * s, 5 * s, 10 * s, 30 * s, 1 * m, 2 * m, 3 * m, 4 * m, 5 * m, 6 * m, 7 * m, 8 * m, 9 * m, 10 * m,
         20 * m, 30 * m, 1 * h, 2 * h,
-    ]  # fmt: skip
+    )  # fmt: skip
     assert parse_delay_levels(DEFAULT_DELAY_LEVELS) == levels
 
 
 def test_short_levels_for_tests_and_days() -> None:
-    assert parse_delay_levels("100ms  200ms\t1s 2d") == [100, 200, 1000, 2 * 86_400_000]
+    assert parse_delay_levels("100ms  200ms\t1s 2d") == (100, 200, 1000, 2 * 86_400_000)
 
 
 @pytest.mark.parametrize("text", ["", "   ", "1x", "s", "1.5s", "-1s", "1 s", "\u0661s"])

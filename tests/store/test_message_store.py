@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from common.config import parse_delay_levels
 from store import (
     BrokerRole,
     FlushDiskType,
@@ -16,7 +17,7 @@ from store import (
     StoreError,
     StoreNotRunningError,
 )
-from store.config import PROPERTY_NAMES, parse_delay_levels, parse_delete_when
+from store.config import PROPERTY_NAMES, parse_delete_when
 from store.mapped_file import MappedFile
 from tests.store.support import check_consistency, exists, msg, small_config
 
