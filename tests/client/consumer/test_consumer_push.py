@@ -294,28 +294,34 @@ async def test_failed_message_comes_back_after_the_retry_delay_then_goes_to_dlq(
                 assert after - before >= 0.9, body  # delay level 3+n is 1 s with the short levels
 
 
+async def fail_once(c: Cluster, topic: str, group: str, *, break_send_back: bool = False) -> list[MessageExt]:
+    """A push consumer of ``group`` whose handler fails the first delivery of ``topic``'s one message and
+    accepts the second: the two deliveries. ``break_send_back`` makes CONSUMER_SEND_MSG_BACK fail, so that the
+    SDK falls back to producing the retry itself."""
+    deliveries: list[MessageExt] = []
+
+    async def handler(msg: MessageExt) -> ConsumeResult:
+        deliveries.append(msg)
+        return ConsumeResult.SUCCESS if len(deliveries) > 1 else ConsumeResult.RECONSUME_LATER
+
+    async def broken_send_back(*args: object, **kw: object) -> None:
+        raise RemotingConnectError("send-back refused (test)")
+
+    consumer = PushConsumer(group, namesrv_addr=c.namesrv_addr, instance_name=instance_name(), **FAST)
+    consumer.subscribe(topic)
+    consumer.register_handler(handler)
+    async with consumer:
+        if break_send_back:
+            consumer.api.send_back = broken_send_back  # type: ignore[method-assign]
+        await eventually(lambda: len(deliveries) == 2, timeout=20, message="redelivered once")
+    return deliveries
+
+
 async def test_send_back_failure_falls_back_to_producing_to_the_retry_topic(tmp_path: Path) -> None:
     async with cluster(tmp_path, props={"messageDelayLevel": SHORT_DELAY_LEVELS}) as c:
         await create_topic(c, "FallbackT", 1)
         await produce(c, "FallbackT", 1, prefix="fb", tags=lambda i: "keep")
-        deliveries: list[MessageExt] = []
-
-        async def handler(msg: MessageExt) -> ConsumeResult:
-            deliveries.append(msg)
-            return ConsumeResult.SUCCESS if len(deliveries) > 1 else ConsumeResult.RECONSUME_LATER
-
-        consumer = PushConsumer("FallbackG", namesrv_addr=c.namesrv_addr, instance_name=instance_name(), **FAST)
-        consumer.subscribe("FallbackT")
-        consumer.register_handler(handler)
-        async with consumer:
-            api = consumer.api
-
-            async def broken_send_back(*args: object, **kw: object) -> None:
-                raise RemotingConnectError("send-back refused (test)")
-
-            api.send_back = broken_send_back  # type: ignore[method-assign]
-            await eventually(lambda: len(deliveries) == 2, timeout=20, message="redelivered through the retry topic")
-        first, second = deliveries
+        first, second = await fail_once(c, "FallbackT", "FallbackG", break_send_back=True)
         assert second.topic == "FallbackT" and second.body == first.body and second.tags == "keep"
         assert second.reconsume_times == 1
         assert second.get_property("ORIGIN_MESSAGE_ID") == first.msg_id
@@ -329,17 +335,7 @@ async def test_send_back_stored_but_not_replicated_is_not_produced_again(tmp_pat
                        broker_role=BrokerRole.SYNC_MASTER) as c:
         await create_topic(c, "StoredBackT", 1)
         await produce(c, "StoredBackT", 1, prefix="sb")
-        deliveries: list[MessageExt] = []
-
-        async def handler(msg: MessageExt) -> ConsumeResult:
-            deliveries.append(msg)
-            return ConsumeResult.SUCCESS if len(deliveries) > 1 else ConsumeResult.RECONSUME_LATER
-
-        consumer = PushConsumer("StoredBackG", namesrv_addr=c.namesrv_addr, instance_name=instance_name(), **FAST)
-        consumer.subscribe("StoredBackT")
-        consumer.register_handler(handler)
-        async with consumer:
-            await eventually(lambda: len(deliveries) == 2, timeout=20, message="redelivered once")
+        deliveries = await fail_once(c, "StoredBackT", "StoredBackG")
         store = c.brokers["broker-a"].store
         assert store is not None
         assert store.get_max_offset_in_queue("%RETRY%StoredBackG", 0) == 1
