@@ -350,6 +350,11 @@ class MQClientInstance:
             self._heartbeated.update(new)  # claimed now; a failed heartbeat un-claims it (see _heartbeat)
             self._spawn(self._heartbeat_soon(sorted(new)))
 
+    async def probe_broker(self, addr: str) -> bool:
+        """Whether the broker at ``addr`` answers now: one heartbeat (within ``namesrv_timeout``), which a
+        restarted broker needs anyway to know this client's groups."""
+        return await self._heartbeat_all([addr]) == 1
+
     async def _heartbeat_all(self, addrs: list[str]) -> int:
         if not addrs or self.idle:
             return 0

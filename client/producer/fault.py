@@ -14,10 +14,18 @@ available again. :class:`MQFaultStrategy` selects queues with it:
    attempt (``last_broker_name``); RocketMQ once had this check inverted (#1576) and later dropped it;
 2. else the first available queue even on that broker (it is still better than an isolated one);
 3. else ``pick_one_at_least`` among this topic's brokers (the last one excluded if there is another):
-   available first, then lower latency, then earliest end of isolation, round-robin over the better half.
+   available first, then reachable (its last attempt got an answer, however slow or negative), then lower
+   latency, then earliest end of isolation, round-robin over the better half: when every broker is isolated,
+   a slow broker that answers is preferred to one that did not answer at all.
    It returns a broker *name*, and the queue comes from the publish info's own frozen queues: RocketMQ
    re-pointed the shared cached ``MessageQueue`` here (#7779) and routed later sends to the wrong broker;
 4. else plain selection.
+
+A broker isolated because it did not answer (connect refused, closed connection, timeout) is *unreachable*:
+RocketMQ 5's fault strategy, and :class:`~client.producer.probe.FaultProbe` here, probe such brokers in the
+background and :meth:`LatencyFaultTolerance.remove` them from the table as soon as they answer, so a failure isolates a
+broker for as long as it is down, not for the 600 s of the table. A broker that answered slowly or with an
+error keeps the table's isolation (it is alive; a probe would not tell how slow its sends are).
 
 Brokers never seen, or seen only answering fast, are not in the table at all, so a healthy cluster's
 table stays empty and selection takes the plain path. The table is bounded (``max_items``): when full,
@@ -63,11 +71,13 @@ def monotonic_ms() -> int:
 
 @dataclass(slots=True)
 class FaultItem:
-    """One broker's last latency and when it becomes available (``start_timestamp``, clock ms)."""
+    """One broker's last latency, when it becomes available (``start_timestamp``, clock ms) and whether its
+    last attempt got an answer (``reachable``)."""
 
     name: str
     current_latency: float
     start_timestamp: int
+    reachable: bool = True
 
     def is_available(self, now: int) -> bool:
         return now >= self.start_timestamp
@@ -93,8 +103,11 @@ class LatencyFaultTolerance:
         """The broker's entry, if it has one."""
         return self._items.get(name)
 
-    def update_fault_item(self, name: str, current_latency: float, not_available_duration: int) -> None:
-        """Record a latency: the broker is unavailable for ``not_available_duration`` ms from now.
+    def update_fault_item(
+        self, name: str, current_latency: float, not_available_duration: int, reachable: bool = True
+    ) -> None:
+        """Record a latency: the broker is unavailable for ``not_available_duration`` ms from now;
+        ``reachable`` false when the attempt got no answer at all.
 
         A broker without an entry that is not to be isolated gets none (absent means available).
         """
@@ -105,10 +118,11 @@ class LatencyFaultTolerance:
         if item is not None:
             item.current_latency = current_latency
             item.start_timestamp = now + not_available_duration
+            item.reachable = reachable
             return
         if len(self._items) >= self._max_items:
             self._evict(now)
-        self._items[name] = FaultItem(name, current_latency, now + not_available_duration)
+        self._items[name] = FaultItem(name, current_latency, now + not_available_duration, reachable)
 
     def _evict(self, now: int) -> None:
         """Make room: drop entries already available again, else the one whose isolation ends first."""
@@ -126,14 +140,28 @@ class LatencyFaultTolerance:
         return (self._clock() if now is None else now) >= item.start_timestamp
 
     def remove(self, name: str) -> None:
-        """Forget a broker (e.g. it left the cluster)."""
+        """Forget a broker: it left the cluster, or it answered a probe (it is available again)."""
         self._items.pop(name, None)
+
+    def unreachable(self) -> list[str]:
+        """Brokers isolated now because they did not answer: the ones to probe."""
+        if not self._items:
+            return []
+        now = self._clock()
+        return [item.name for item in self._items.values() if not item.reachable and now < item.start_timestamp]
+
+    def isolated(self) -> set[str]:
+        """Brokers isolated now, for whatever reason."""
+        if not self._items:
+            return set()
+        now = self._clock()
+        return {item.name for item in self._items.values() if now < item.start_timestamp}
 
     def pick_one_at_least(self, among: Collection[str] | None = None) -> str | None:
         """The least bad broker with an entry (restricted to ``among`` if given), or ``None``.
 
-        Entries sort available first, then by lower latency, then by earlier end of isolation (then by name,
-        for a stable order); successive calls take turns over the better half, or the only entry.
+        Entries sort available first, then reachable, then by lower latency, then by earlier end of isolation
+        (then by name, for a stable order); successive calls take turns over the better half, or the only entry.
         """
         items = self._items
         names = items.keys() if among is None else among
@@ -141,7 +169,8 @@ class LatencyFaultTolerance:
         if not candidates:
             return None
         now = self._clock()
-        candidates.sort(key=lambda i: (now < i.start_timestamp, i.current_latency, i.start_timestamp, i.name))
+        candidates.sort(key=lambda i: (now < i.start_timestamp, not i.reachable, i.current_latency,
+                                       i.start_timestamp, i.name))
         half = len(candidates) // 2
         if half == 0:
             return candidates[0].name
@@ -198,13 +227,16 @@ class MQFaultStrategy:
                 return duration
         return 0
 
-    def update_fault_item(self, broker_name: str, current_latency_ms: float, isolation: bool) -> None:
-        """Report an attempt's latency; ``isolation`` (a failed attempt) counts as 30000 ms ⇒ 600 s."""
+    def update_fault_item(
+        self, broker_name: str, current_latency_ms: float, isolation: bool, *, answered: bool = True
+    ) -> None:
+        """Report an attempt's latency; ``isolation`` (a failed attempt) counts as 30000 ms ⇒ 600 s;
+        ``answered`` false when the broker did not answer at all (then it is probed until it does)."""
         if not self.send_latency_fault_enable:
             return
         latency = FAILURE_LATENCY_MS if isolation else current_latency_ms
         duration = self.compute_not_available_duration(latency)
-        self.latency_fault_tolerance.update_fault_item(broker_name, current_latency_ms, duration)
+        self.latency_fault_tolerance.update_fault_item(broker_name, current_latency_ms, duration, answered)
 
     def is_available(self, broker_name: str) -> bool:
         return self.latency_fault_tolerance.is_available(broker_name)

@@ -31,6 +31,9 @@ backpressure applies.
 Under concurrency, ``send`` and ``send_async`` are coalesced into batches (``auto_batch``, on by default;
 :mod:`client.producer.accumulator`).
 
+A broker isolated because it did not answer is probed every second and used again as soon as it answers
+(:mod:`client.producer.probe`).
+
 Each producer keeps its own publish info per topic (:class:`~client.producer.topic_publish.TopicPublishInfo`),
 rebuilt whenever its client instance applies a changed route (:meth:`Producer.update_topic_route`).
 
@@ -57,9 +60,11 @@ from client.producer.accumulator import Accumulator
 from client.producer.config import ProducerArgs, ProducerConfig, SendAttemptHook
 from client.producer.fault import MQFaultStrategy
 from client.producer.outgoing import MessagePreparer, Outgoing
+from client.producer.probe import PROBE_INTERVAL, FaultProbe
 from client.producer.send_loop import MessageQueueSelector, RetryPolicy, SendLoop
 from client.producer.topic_publish import TopicPublishInfo
 from common.logs import get_logger
+from common.service import periodic
 from remoting.codes import FLAG_ONEWAY
 from remoting.errors import BufferFullError
 from remoting.route import TopicRouteData
@@ -115,6 +120,9 @@ class Producer(ClientMember):
         self._idle: asyncio.Future[None] | None = None
         self._oneway_count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        probe = FaultProbe(self.fault_strategy, lambda: self.instance.routes.master_table,
+                           lambda addr: self.instance.probe_broker(addr), self._log)
+        self._probe = periodic("producer-fault-probe", PROBE_INTERVAL, probe.tick)
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -127,6 +135,7 @@ class Producer(ClientMember):
         self._instance = instance
         self._sender.attach(instance)
         self._accumulator.start(self._loop)
+        self._probe.start()
         self._state = State.RUNNING
         self._log.info("producer_started", client_id=instance.client_id,
                        namesrv=";".join(self.config.client.namesrv_addrs))
@@ -137,6 +146,7 @@ class Producer(ClientMember):
         if not self._may_stop():
             return
         await self._drain(self._timeout if grace is None else grace)
+        await self._probe.stop()
         await self.instance.unregister_producer(self.group)
         self._state = State.STOPPED
         self._log.info("producer_stopped")

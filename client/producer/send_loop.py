@@ -12,8 +12,9 @@ retries within one overall budget, and what each attempt reports.
 * An ordered send (:meth:`SendLoop.send_selected`) makes one attempt on the queue its selector picks.
 * After every attempt the broker's latency goes to the :class:`~client.producer.fault.MQFaultStrategy` (a
   failure isolates the broker, except a MESSAGE_ILLEGAL answer, which is the message's fault, not the
-  broker's) and to the attempt hook, and a failure that suggests a stale route (connect error, closed
-  connection, TOPIC_NOT_EXIST, unknown broker) schedules a background route refresh of the topic.
+  broker's; a failure without an answer marks it unreachable, to be probed) and to the attempt hook, and a
+  failure that suggests a stale route (connect error, closed connection, TOPIC_NOT_EXIST, unknown broker)
+  schedules a background route refresh of the topic.
 
 Hot path: with the route known and a live connection to the queue's master, :meth:`SendLoop.send` goes
 straight to the first attempt (no lookup, no connect, no logging); the general path looks the route up
@@ -268,7 +269,8 @@ class SendLoop:
 
     def _attempt_failed(self, topic: str, queue: MessageQueue, start: float, exc: PocketMQError) -> None:
         latency = (_monotonic() - start) * 1000.0
-        self.fault_strategy.update_fault_item(queue.broker_name, latency, _isolates(exc))
+        self.fault_strategy.update_fault_item(queue.broker_name, latency, _isolates(exc),
+                                              answered=isinstance(exc, ResponseError))
         if self.attempt_hook is not None:
             self._call_hook(queue, exc, latency)
         if exc.refresh_route and self._instance is not None:

@@ -140,6 +140,30 @@ def test_all_isolated_retry_prefers_another_broker(strategy: MQFaultStrategy, cl
     assert {strategy.select_one_message_queue(info, "a").broker_name for _ in range(10)} == {"b"}
 
 
+def test_all_isolated_a_slow_answering_broker_beats_one_that_did_not_answer(
+    strategy: MQFaultStrategy, clock: FakeClock
+) -> None:
+    info = _info(("a", 2), ("b", 2))
+    strategy.update_fault_item("a", 1, isolation=True, answered=False)  # connection refused: fast, no answer
+    strategy.update_fault_item("b", 3000, isolation=False)  # FLUSH_SLAVE_TIMEOUT after 3 s: slow but alive
+    assert {strategy.select_one_message_queue(info).broker_name for _ in range(10)} == {"b"}
+
+
+def test_unreachable_brokers_are_listed_for_the_probe_and_restored(
+    strategy: MQFaultStrategy, clock: FakeClock
+) -> None:
+    table = strategy.latency_fault_tolerance
+    strategy.update_fault_item("dead", 1, isolation=True, answered=False)
+    strategy.update_fault_item("refusing", 1, isolation=True)  # answered with an error: not probed
+    strategy.update_fault_item("slow", 3000, isolation=False)
+    assert table.unreachable() == ["dead"]
+    assert table.isolated() == {"dead", "refusing", "slow"}
+    table.remove("dead")
+    assert table.unreachable() == [] and strategy.is_available("dead")
+    clock.now += 600_001
+    assert table.isolated() == set()
+
+
 def test_pick_only_among_the_topics_brokers(strategy: MQFaultStrategy) -> None:
     info = _info(("a", 2))
     strategy.update_fault_item("zzz", 1, isolation=True)  # other topic's broker, better latency

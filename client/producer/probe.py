@@ -1,0 +1,50 @@
+"""``FaultProbe``: ends the isolation of a broker that did not answer as soon as it answers again.
+
+A failed attempt isolates its broker for 600 s (:mod:`client.producer.fault`). When the attempt got no answer
+at all (the master was killed, restarted, frozen, cut off), the broker is *unreachable*, and every
+:data:`PROBE_INTERVAL` the probe asks its master, as the routes know it now, for a heartbeat (what the broker
+gets from this client anyway; a restarted one learns the producer groups from it). An answer restores the
+broker at once (RocketMQ 5's ``LatencyFaultToleranceImpl.detectByOneway`` does the same), so a broker is out
+for as long as it is down, not for ten minutes. Brokers isolated for a slow or negative answer are not probed:
+they are alive, and a heartbeat would not tell how slow their sends are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from client.producer.fault import MQFaultStrategy
+
+__all__ = ["PROBE_INTERVAL", "FaultProbe"]
+
+#: Seconds between two probes of an unreachable broker (a probe in progress delays the next one).
+PROBE_INTERVAL = 1.0
+
+#: ``ask(addr) -> answered``: one probe request to a broker address.
+Ask = Callable[[str], Awaitable[bool]]
+
+
+class FaultProbe:
+    """Probes a producer's unreachable brokers (see the module docstring); :meth:`tick` is one round."""
+
+    def __init__(self, strategy: MQFaultStrategy, masters: Callable[[], Mapping[str, str]], ask: Ask,
+                 log: Any) -> None:
+        self._strategy = strategy
+        self._masters = masters
+        self._ask = ask
+        self._log = log
+
+    async def tick(self) -> None:
+        """Probe every unreachable broker whose master address is known, in parallel."""
+        names = self._strategy.latency_fault_tolerance.unreachable()
+        if names:
+            masters = self._masters()
+            probes = [self._probe(name, masters[name]) for name in names if name in masters]
+            await asyncio.gather(*probes)
+
+    async def _probe(self, name: str, addr: str) -> None:
+        if await self._ask(addr):
+            self._strategy.latency_fault_tolerance.remove(name)
+            self._log.info("broker_restored", broker=name, addr=addr, reason="probe_answered")
