@@ -150,13 +150,6 @@ class LatencyFaultTolerance:
         now = self._clock()
         return [item.name for item in self._items.values() if not item.reachable and now < item.start_timestamp]
 
-    def isolated(self) -> set[str]:
-        """Brokers isolated now, for whatever reason."""
-        if not self._items:
-            return set()
-        now = self._clock()
-        return {item.name for item in self._items.values() if now < item.start_timestamp}
-
     def pick_one_at_least(self, among: Collection[str] | None = None) -> str | None:
         """The least bad broker with an entry (restricted to ``among`` if given), or ``None``.
 

@@ -7,12 +7,18 @@ gets from this client anyway; a restarted one learns the producer groups from it
 broker at once (RocketMQ 5's ``LatencyFaultToleranceImpl.detectByOneway`` does the same), so a broker is out
 for as long as it is down, not for ten minutes. Brokers isolated for a slow or negative answer are not probed:
 they are alive, and a heartbeat would not tell how slow their sends are.
+
+A restarted master usually comes back on another address, or its group shows no master while it is down,
+so each round also asks for a fresh route (rate-limited by the instance to one per ``min_refresh_interval``
+per topic) of every topic whose route names an unreachable broker, instead of waiting for the 30 s route
+poll. A route that brings a broker's master back, or names a new master, ends its isolation at once
+(:meth:`~client.producer.producer.Producer.update_topic_route`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from client.producer.fault import MQFaultStrategy
@@ -24,22 +30,27 @@ PROBE_INTERVAL = 1.0
 
 #: ``ask(addr) -> answered``: one probe request to a broker address.
 Ask = Callable[[str], Awaitable[bool]]
+#: ``refresh(broker_names)``: ask for fresh routes of the topics that name one of these brokers.
+Refresh = Callable[[Iterable[str]], None]
 
 
 class FaultProbe:
     """Probes a producer's unreachable brokers (see the module docstring); :meth:`tick` is one round."""
 
     def __init__(self, strategy: MQFaultStrategy, masters: Callable[[], Mapping[str, str]], ask: Ask,
-                 log: Any) -> None:
+                 refresh: Refresh, log: Any) -> None:
         self._strategy = strategy
         self._masters = masters
         self._ask = ask
+        self._refresh = refresh
         self._log = log
 
     async def tick(self) -> None:
-        """Probe every unreachable broker whose master address is known, in parallel."""
+        """Refresh the routes naming an unreachable broker and probe every unreachable broker whose master
+        address is known, in parallel."""
         names = self._strategy.latency_fault_tolerance.unreachable()
         if names:
+            self._refresh(names)
             masters = self._masters()
             probes = [self._probe(name, masters[name]) for name in names if name in masters]
             await asyncio.gather(*probes)

@@ -31,8 +31,9 @@ backpressure applies.
 Under concurrency, ``send`` and ``send_async`` are coalesced into batches (``auto_batch``, on by default;
 :mod:`client.producer.accumulator`).
 
-A broker isolated because it did not answer is probed every second and used again as soon as it answers
-(:mod:`client.producer.probe`).
+A broker isolated because it did not answer is probed every second and used again as soon as it answers;
+meanwhile the routes that name it are refreshed every ``min_refresh_interval``, and a route that brings its
+master back ends its isolation (:mod:`client.producer.probe`).
 
 Each producer keeps its own publish info per topic (:class:`~client.producer.topic_publish.TopicPublishInfo`),
 rebuilt whenever its client instance applies a changed route (:meth:`Producer.update_topic_route`).
@@ -121,7 +122,7 @@ class Producer(ClientMember):
         self._oneway_count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         probe = FaultProbe(self.fault_strategy, lambda: self.instance.routes.master_table,
-                           lambda addr: self.instance.probe_broker(addr), self._log)
+                           lambda addr: self.instance.probe_broker(addr), self._refresh_routes_of, self._log)
         self._probe = periodic("producer-fault-probe", PROBE_INTERVAL, probe.tick)
 
     # -- lifecycle --------------------------------------------------------------------------------------
@@ -190,8 +191,34 @@ class Producer(ClientMember):
         routes and queues are never changed in place (RocketMQ bug #7779)."""
         if route is None:
             self._publish.pop(topic, None)
-        else:
-            self._publish[topic] = TopicPublishInfo.from_route(topic, route)
+            return
+        old = self._publish.get(topic)
+        info = self._publish[topic] = TopicPublishInfo.from_route(topic, route)
+        if old is not None and len(self.fault_strategy.latency_fault_tolerance):
+            self._restore_returned_masters(old, info)
+
+    def _restore_returned_masters(self, old: TopicPublishInfo, new: TopicPublishInfo) -> None:
+        """A broker whose master the route brings back, or names anew, is a new process: its isolation
+        (earned by the one that failed) ends."""
+        table = self.fault_strategy.latency_fault_tolerance
+        for name in new.broker_names:
+            addr = new.master_addr(name)
+            if table.get(name) is not None and addr is not None and addr != old.master_addr(name):
+                table.remove(name)
+                self._log.info("broker_restored", broker=name, addr=addr, reason="new_master_in_route")
+
+    def _refresh_routes_of(self, broker_names: Iterable[str]) -> None:
+        """Ask for fresh routes (rate-limited by the instance) of the topics whose routes name a broker of
+        ``broker_names``."""
+        instance = self._instance
+        if instance is None:
+            return
+        names = set(broker_names)
+        routes = instance.routes.route_table
+        for topic in list(self._publish):
+            route = routes.get(topic)
+            if route is not None and any(b.broker_name in names for b in route.broker_datas):
+                instance.refresher.request(topic, publish=True)
 
     # -- sending ----------------------------------------------------------------------------------------
 

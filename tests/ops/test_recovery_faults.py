@@ -79,3 +79,27 @@ async def test_isolation_of_a_restarted_master_ends_and_a_slow_group_does_not_st
         # At most one round of sends waits for broker-b's slave; broker-a takes the rest at once.
         assert longest_gap_without_ok(stream, frozen_at, frozen_until) < 3.0
         assert not [f for f in stream.failures if f.at >= restarted_at]
+
+
+async def test_a_restarted_master_is_used_again_within_seconds_with_the_default_route_poll(tmp_path: Path) -> None:
+    """A restarted master comes back on a new address (ephemeral ports) while the clients poll routes every
+    30 s: the producer asks for the route again while the broker is unreachable, and uses the new master as
+    soon as a name server routes it."""
+    topic = "RecoverRoute"
+    async with running_cluster(tmp_path, "2m-2s-sync") as cluster:
+        await create_topic(cluster, topic)
+        async with Producer("recover-route-pg", namesrv_addr=cluster.namesrv_addr, send_msg_timeout=3.0) as producer:
+            assert producer.config.poll_name_server_interval == 30.0
+            stream = Stream(producer, topic)
+            try:
+                await stream.flowing()
+                old_addr = cluster.broker("broker-a").addr
+                restarted_at = await kill_and_restart_master(cluster, stream, "broker-a")
+                assert cluster.broker("broker-a").addr != old_addr
+                await eventually(lambda: used(stream, "broker-a", restarted_at) >= 10, timeout=10,
+                                 message="the restarted broker-a taking sends again")
+                back_at = time.monotonic()
+            finally:
+                await stream.stop()
+        print(f"route drill: {stream.summary()}, back after {back_at - restarted_at:.2f} s")
+        assert stream.failures == []
