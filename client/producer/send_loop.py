@@ -9,6 +9,14 @@ retries within one overall budget, and what each attempt reports.
   ``send_async``); other errors are raised as they are. A stored-but-not-OK status (FLUSH_DISK_TIMEOUT,
   FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) is returned, not retried, unless ``retry_not_ok``. When every
   attempt fails: :class:`~client.core.errors.SendFailedError`, chained to the last error.
+* Each attempt's request may wait for its answer :data:`ANSWER_GRACE` past the send's budget (no attempt
+  *starts* after it). A broker's own waits end with an answer that says the message is stored — a
+  SYNC_MASTER answers FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` (3 s), FLUSH_DISK_TIMEOUT after
+  ``syncFlushTimeout`` — and with RocketMQ's defaults (3 s send timeout) that answer arrived just after the
+  client had given up: the application saw a failure for a stored message, and a retry stored a duplicate.
+  The grace is on the client because the RocketMQ 4.x send header carries no deadline a broker could honour,
+  and the SDK is then right against any broker (RocketMQ's too). The cost: a send to a broker that never
+  answers fails after budget + grace.
 * An ordered send (:meth:`SendLoop.send_selected`) makes one attempt on the queue its selector picks.
 * After every attempt the broker's latency goes to the :class:`~client.producer.fault.MQFaultStrategy` (a
   failure isolates the broker, except a MESSAGE_ILLEGAL answer, which is the message's fault, not the
@@ -41,13 +49,16 @@ from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.errors import PocketMQError, ResponseError
 
-__all__ = ["MIN_ATTEMPT_BUDGET", "MessageQueueSelector", "RetryPolicy", "SendLoop", "send_result"]
+__all__ = ["ANSWER_GRACE", "MIN_ATTEMPT_BUDGET", "MessageQueueSelector", "RetryPolicy", "SendLoop", "send_result"]
 
 #: ``selector(queues, message, arg) -> queue`` for ordered messages.
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 
 #: A retry is not started with less than this left of the send's budget (seconds).
 MIN_ATTEMPT_BUDGET = 0.005
+#: Seconds an attempt's request may wait for the broker's answer past the send's budget (module docstring):
+#: a broker that ends a 3 s replica wait when the 3 s budget ends answers a few ms late, and a loaded one later.
+ANSWER_GRACE = 1.0
 #: Broker answers that blame the message, not the broker: no isolation for them.
 _NO_ISOLATION_CODES = frozenset({ResponseCode.MESSAGE_ILLEGAL})
 
@@ -163,7 +174,7 @@ class SendLoop:
         """Attempt 1 on a known route and live connection; hands over to :meth:`with_retries` after."""
         start = _monotonic()
         try:
-            response = await conn.request(self._request(out, queue), budget)
+            response = await conn.request(self._request(out, queue), budget + ANSWER_GRACE)
             result = send_result(response, queue, out.msg_id, self._masters)
         except PocketMQError as exc:
             self._attempt_failed(out.topic, queue, start, exc)
@@ -256,7 +267,7 @@ class SendLoop:
         conn = self.live_connection(queue.broker_name)
         if conn is None:
             conn = await self.connect_master(queue.broker_name, deadline - _monotonic())
-        response = await conn.request(self._request(out, queue), deadline - _monotonic())
+        response = await conn.request(self._request(out, queue), deadline - _monotonic() + ANSWER_GRACE)
         return send_result(response, queue, out.msg_id, self._masters)
 
     # -- what an attempt reports ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 from admin.cluster import LocalCluster
 from client import Producer, SendStatus
 from tests.helpers import eventually
-from tests.ops.test_faults import STORED, Stream, create_topic, running_cluster
+from tests.ops.test_faults import BROKER_PROPS, NAMESRV_PROPS, STORED, Stream, create_topic, running_cluster, timed_send
 
 
 def used(stream: Stream, broker: str, since: float) -> int:
@@ -103,3 +103,34 @@ async def test_a_restarted_master_is_used_again_within_seconds_with_the_default_
                 await stream.stop()
         print(f"route drill: {stream.summary()}, back after {back_at - restarted_at:.2f} s")
         assert stream.failures == []
+
+
+async def test_a_sync_master_waiting_for_a_frozen_slave_answers_inside_the_default_send_timeout(
+    tmp_path: Path,
+) -> None:
+    """RocketMQ's defaults on both sides: the SYNC_MASTER waits 3 s for its slave (``slaveTimeout``) and the
+    producer's send timeout is 3 s. With the slave frozen the master's FLUSH_SLAVE_TIMEOUT ("stored on the
+    master only") must reach the application; it used to lose the race against the client's own timeout, and
+    an application that retried the failure stored the message twice."""
+    topic = "RecoverSlaveWait"
+    defaults = {k: v for k, v in BROKER_PROPS.items() if k not in {"slaveTimeout", "haHousekeepingInterval"}}
+    cluster = LocalCluster("2m-2s-sync", base_dir=tmp_path / "cluster", namesrv_count=1, ephemeral_ports=True,
+                           overrides=defaults, namesrv_overrides=NAMESRV_PROPS, log_format="json")
+    try:
+        await cluster.start()
+        await create_topic(cluster, topic)
+        async with Producer("recover-wait-pg", namesrv_addr=cluster.namesrv_addr) as producer:
+            assert producer.config.send_msg_timeout == 3.0
+            warm_up, _ = await timed_send(producer, topic, b"warm-up", "broker-a")
+            assert warm_up is SendStatus.SEND_OK
+            cluster.signal("broker-a-s", signal.SIGSTOP)
+            try:
+                status, took = await timed_send(producer, topic, b"frozen-slave", "broker-a")
+            finally:
+                cluster.signal("broker-a-s", signal.SIGCONT)
+        print(f"slave wait: {status.name} after {took:.2f} s")
+        assert status is SendStatus.FLUSH_SLAVE_TIMEOUT
+        assert 2.5 < took < 5.0
+    finally:
+        await cluster.stop()
+
