@@ -32,7 +32,13 @@ from broker.processors.client_manage import ClientManageProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.send import SendMessageProcessor
-from broker.registration import BrokerIdentity, BrokerOuterAPI, RegisterResult, split_namesrv_addr
+from broker.registration import (
+    REJOIN_CHECK_INTERVAL,
+    BrokerIdentity,
+    BrokerOuterAPI,
+    RegisterResult,
+    split_namesrv_addr,
+)
 from broker.schedule import ScheduleMessageService
 from broker.slave_sync import SlaveSynchronize
 from broker.stats import BrokerStats
@@ -102,6 +108,8 @@ class BrokerController:
         # stretch the interval the healthy ones see. A topic change wakes it for a round at once.
         self._registration = self._services.add_child(periodic(
             "broker-register", config.register_name_server_period / 1000, self.register_all, fixed_rate=True))
+        # A name server lost (restarted, refused, unreachable) gets the registration again within a second.
+        self._services.add_child(periodic("broker-rejoin", REJOIN_CHECK_INTERVAL, self.outer_api.rejoin))
         self._services.add_child(periodic("broker-stats", 1.0, self.stats.sample, initial_delay=0))
         self._services.add_child(periodic("broker-persist", config.flush_consumer_offset_interval / 1000,
                                           lambda: asyncio.to_thread(self._persist_metadata)))

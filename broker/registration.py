@@ -3,11 +3,19 @@
 Registration goes to all name servers in parallel, each under its own timeout, so one dead name server
 never delays the others; the result of each is reported, not raised, because a broker must keep running
 while at least one name server answers.
+
+Rejoin (:meth:`BrokerOuterAPI.rejoin`, every :data:`REJOIN_CHECK_INTERVAL`): a name server that refused or
+missed a registration, or whose connection closed since it accepted one (it died or restarted), gets the
+broker's last registration again on its own, at once and then with a doubling backoff up to
+:data:`REJOIN_MAX_BACKOFF`, instead of at the next periodic round (30 s). A name server that has just
+restarted knows only the brokers that registered since, and clients reading routes from it would see a
+partial cluster: every broker rejoins it within about a second of its return.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from common.logs import get_logger
@@ -23,6 +31,12 @@ from remoting.headers import (
 )
 
 log = get_logger("broker.registration")
+
+#: Seconds between two checks for name servers to rejoin (cheap: no I/O unless one is due).
+REJOIN_CHECK_INTERVAL = 0.25
+#: First and largest delay between two registrations of the broker with a name server it lost (s).
+REJOIN_FIRST_BACKOFF = 0.25
+REJOIN_MAX_BACKOFF = 8.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +69,12 @@ class BrokerOuterAPI:
         self.client = client
         self.namesrv_addrs = list(namesrv_addrs)
         self.timeout = timeout
+        #: The last registration sent (header fields, body): what a lost name server gets again.
+        self._last: tuple[dict[str, str], bytes] | None = None
+        #: Name servers that accepted the last registration they got.
+        self._joined: set[str] = set()
+        #: Name servers to register with again: the monotonic time it is due, and the backoff after it.
+        self._due: dict[str, tuple[float, float]] = {}
 
     async def register_broker_all(
         self, me: BrokerIdentity, wrapper: rd.TopicConfigSerializeWrapper
@@ -64,7 +84,38 @@ class BrokerOuterAPI:
             me.broker_name, me.broker_addr, me.cluster, me.ha_server_addr, me.broker_id,
             compressed=False, body_crc32=rd.body_crc32(body),
         ).to_fields()
+        self._last = (header, body)
         return list(await asyncio.gather(*(self._register_one(ns, header, body) for ns in self.namesrv_addrs)))
+
+    async def rejoin(self) -> list[RegisterResult]:
+        """Register again with every name server lost since (module docstring) whose retry is due."""
+        if self._last is None:
+            return []
+        now = time.monotonic()
+        live = set(self.client.addresses)
+        for ns in [ns for ns in self._joined if ns not in live]:
+            self._joined.discard(ns)
+            self._due[ns] = (now, REJOIN_FIRST_BACKOFF)
+            log.info("namesrv_lost", namesrv=ns)
+        due = [ns for ns, (when, _) in self._due.items() if when <= now]
+        if not due:
+            return []
+        header, body = self._last
+        results = await asyncio.gather(*(self._register_one(ns, header, body) for ns in due))
+        for result in results:
+            if result.ok:
+                log.info("namesrv_rejoined", namesrv=result.namesrv)
+        return list(results)
+
+    def _record(self, namesrv: str, ok: bool) -> None:
+        if ok:
+            self._joined.add(namesrv)
+            self._due.pop(namesrv, None)
+            return
+        self._joined.discard(namesrv)
+        _, backoff = self._due.get(namesrv, (0.0, REJOIN_FIRST_BACKOFF / 2))
+        backoff = min(backoff * 2, REJOIN_MAX_BACKOFF)
+        self._due[namesrv] = (time.monotonic() + backoff, backoff)
 
     async def _register_one(self, namesrv: str, header: dict[str, str], body: bytes) -> RegisterResult:
         request = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(header), body)
@@ -72,11 +123,14 @@ class BrokerOuterAPI:
             response = await self.client.invoke(namesrv, request, self.timeout)
         except PocketMQError as exc:
             log.warning("register_failed", namesrv=namesrv, error=str(exc))
+            self._record(namesrv, False)
             return RegisterResult(namesrv, False, error=str(exc))
         if response.code != ResponseCode.SUCCESS:
             error = str(error_for_response(response.code, response.remark, namesrv))
             log.warning("register_refused", namesrv=namesrv, error=error)
+            self._record(namesrv, False)
             return RegisterResult(namesrv, False, error=error)
+        self._record(namesrv, True)
         answer = RegisterBrokerResponseHeader.from_command(response)
         return RegisterResult(namesrv, True, answer.master_addr, answer.ha_server_addr)
 

@@ -16,6 +16,15 @@ callers that give up (their timeout) leave it running for the others. A fetch:
    topic there and the next refresh finds the topic's own route;
 3. a consumer's fetch (``publish=False``) stops at 1: it has nothing to read from a topic that does not exist.
 
+A partial route does not replace a complete one: when the answer lacks brokers of the topic's own route held,
+the other name servers are asked too, and each missing broker that one of them still lists is kept, with its
+queue and broker data from that answer. A name server that has just restarted knows only the brokers that
+re-registered since (a second or so, see ``broker.registration``); a consumer that took its partial route
+rebalanced over part of the queues while the others kept theirs, and four queues were read twice for 30 s.
+A broker that every name server asked has dropped (it died, or its topic was deleted) goes at once, as in
+RocketMQ; the confirmation costs one more lookup only when a route loses a broker. (Live connections were
+not taken as the confirmation: a broker whose topic was deleted stays connected, and would never go.)
+
 A publisher joining a consumer's fetch still in flight turns its fallback on, so one fetch serves both.
 On-demand refreshes after a failure (:meth:`RouteRefresher.request`) run in the background, at most every
 ``min_refresh_interval`` per topic and kind.
@@ -30,7 +39,7 @@ from typing import Any
 
 from client.core.config import DEFAULT_TOPIC, ClientConfig
 from client.core.errors import MQClientError, NoNameServerError
-from client.core.route_table import MAX_TOPICS, RouteTable, default_route_for_topic
+from client.core.route_table import MAX_TOPICS, RouteTable, default_route_for_topic, with_brokers_of
 from common.logs import get_logger
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -145,7 +154,7 @@ class RouteRefresher:
         timeout = self.config.namesrv_timeout
         route = await self.fetch_route(topic, timeout)
         if route is not None:
-            self._apply(topic, route, from_default=False)
+            self._apply(topic, await self._complete(topic, route, timeout), from_default=False)
             return
         if not flight.publish or self._routes.has_own_route(topic):
             return  # nothing to read from a topic that does not exist / keep the last real route
@@ -154,6 +163,38 @@ class RouteRefresher:
             return
         derived = default_route_for_topic(default, default_topic_queue_nums=self.config.default_topic_queue_nums)
         self._apply(topic, derived, from_default=True)
+
+    async def _complete(self, topic: str, route: TopicRouteData, timeout: float) -> TopicRouteData:
+        """``route`` plus the brokers of the route held that it lacks and another name server still lists."""
+        held = self._routes.subscribe_route(topic)
+        if held is None or len(self.namesrv_addrs) == 1:
+            return route
+        missing = {b.broker_name for b in held.broker_datas} - {b.broker_name for b in route.broker_datas}
+        if not missing:
+            return route
+        answered = self._ns_index
+        loop = asyncio.get_running_loop()
+        share_end = loop.time() + timeout / (len(self.namesrv_addrs) - 1)
+        fields = GetRouteInfoRequestHeader(topic).to_fields()
+        for index, addr in enumerate(self.namesrv_addrs):
+            if index == answered or not missing:
+                continue
+            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, dict(fields),
+                                              serialize_type=self.config.serialize_type)
+            try:
+                other = await self._ask(addr, request, share_end)
+            except (RemotingError, ResponseError, BodyDecodeError):
+                other = None
+            share_end = loop.time() + timeout / (len(self.namesrv_addrs) - 1)
+            if other is None:
+                continue
+            kept = missing & {b.broker_name for b in other.broker_datas}
+            if kept:
+                route = with_brokers_of(route, other, kept)
+                missing -= kept
+                self.log.info("partial_route_completed", topic=topic, partial=self.namesrv_addrs[answered],
+                              confirmed_by=addr, kept=sorted(kept))
+        return route
 
     # -- name servers -----------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ __all__ = [
     "RouteTable",
     "default_route_for_topic",
     "route_changed",
+    "with_brokers_of",
 ]
 
 #: Topics whose routes an instance keeps; beyond it the topic held longest is forgotten.
@@ -63,6 +64,15 @@ def default_route_for_topic(
         broker_datas=[replace(b, broker_addrs=dict(b.broker_addrs)) for b in default_route.broker_datas],
         order_topic_conf=default_route.order_topic_conf,
         filter_server_table={k: list(v) for k, v in default_route.filter_server_table.items()},
+    )
+
+
+def with_brokers_of(route: TopicRouteData, other: TopicRouteData, names: set[str]) -> TopicRouteData:
+    """A new route: ``route`` plus the queue and broker data ``other`` has for the brokers ``names``."""
+    return replace(
+        route,
+        queue_datas=[*route.queue_datas, *(q for q in other.queue_datas if q.broker_name in names)],
+        broker_datas=[*route.broker_datas, *(b for b in other.broker_datas if b.broker_name in names)],
     )
 
 
