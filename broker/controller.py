@@ -348,6 +348,11 @@ class BrokerController:
                 lambda: [((), self.store.max_phy_offset - self.store.min_phy_offset)] if self.store else [])
         m.gauge("pocketmq_store_disk_used_ratio", "Used fraction of the store's file system", [],
                 self._disk_samples)
+        m.gauge("pocketmq_store_disk_full", "1 while sends are refused for want of disk (ENOSPC met, or above "
+                "diskSpaceWarningLevelRatio)", [],
+                lambda: [((), 1 if self.store.disk_full else 0)] if self.store else [])
+        m.gauge("pocketmq_store_writable", "1 while the store takes puts", [],
+                lambda: [((), 1 if self.store.writable else 0)] if self.store else [])
         m.gauge("pocketmq_ha_connections", "Slaves attached to this master", [],
                 lambda: [((), len(self.ha_service.attached_slaves))] if self.ha_service else [])
         m.gauge("pocketmq_ha_slave_ack_offset", "Commit-log offset each slave has acknowledged", ["slave"],

@@ -5,7 +5,11 @@ packs the record straight into the mapped file (one ``struct.pack_into`` for the
 slice copies for body, topic and properties), assigns the physical offset and, for messages that will be
 dispatched, the next queue offset from ``topic_queue_table``. When a record does not fit in the current
 file (``size + 8 > room``) an 8-byte blank marker claims the rest of the file and the record goes at the
-start of the next one (reference §4.1), which the allocator has normally created and warmed already.
+start of the next one (reference §4.1), which the allocator has normally created already. An append never
+writes past the reserved window (:mod:`store.mapped_file`): one comparison with the file's ``limit``
+covers both the room left in the file and the reservation; past it, an append the window does not cover
+yet is NOT_RESERVED with nothing written, and the caller waits for the reservation (:meth:`CommitLog.wait_room`)
+or makes it (:meth:`CommitLog.reserve_now`) and appends again.
 
 Prepared and rolled-back transaction halves get queue offset 0 and no consume-queue entry, as in
 RocketMQ. The record layout itself lives in the model (:mod:`common.record`); the hot path here is an
@@ -100,7 +104,8 @@ class CommitLog:
     def __init__(self, config: StoreConfig, allocator: MappedFileAllocator) -> None:
         self.file_size = config.mapped_file_size_commit_log
         self.queue = MappedFileQueue(config.commit_log_dir, self.file_size, allocator,
-                                     warm=config.warm_mapped_file)
+                                     warm=config.warm_mapped_file, window=config.reserve_window_commit_log,
+                                     tail_margin=END_FILE_MIN_BLANK_LENGTH)
         self.store_host = config.store_host_bytes
         # A record must fit in an empty file with room for a blank marker after it.
         self.max_record_size = min(config.max_message_size, self.file_size - END_FILE_MIN_BLANK_LENGTH)
@@ -110,6 +115,8 @@ class CommitLog:
         self.last_store_timestamp = 0
         self._topic_fields: dict[str, bytes] = {}
         self._tag_codes: dict[bytes, int] = {}
+        #: (file, end) an append found not reserved yet, for :meth:`wait_room` / :meth:`reserve_now`
+        self._wanted: tuple[MappedFile, int] | None = None
 
     # ------------------------------------------------------------------------------------- offsets
 
@@ -141,26 +148,52 @@ class CommitLog:
             self._topic_fields[topic] = field
         return field or None
 
-    def _file_with_room(self, size: int) -> MappedFile:
+    def _file_with_room(self, size: int) -> MappedFile | None:
         """The file to write ``size`` bytes into, rolling (after a blank marker) when the current one is
-        too full. Raises OSError when a new file cannot be created."""
-        mapped = self.queue.last
+        too full; None (and nothing written) when the bytes are not reserved yet. Raises OSError when a
+        new file cannot be created."""
+        queue = self.queue
+        mapped = queue.last
         if mapped is None:
-            return self.queue.roll()
-        pos = mapped.wrote_position
-        room = self.file_size - pos
-        if size + END_FILE_MIN_BLANK_LENGTH <= room:
-            return mapped
-        if room > 0:
-            if room >= END_FILE_MIN_BLANK_LENGTH:
-                SIZE_AND_MAGIC.pack_into(mapped.view, pos, room, BLANK_MAGIC_CODE)
-            mapped.wrote_position = self.file_size
-        return self.queue.roll()
+            mapped = queue.roll()
+        else:
+            pos = mapped.wrote_position
+            room = self.file_size - pos
+            if size + END_FILE_MIN_BLANK_LENGTH > room:
+                if room > 0:
+                    if room >= END_FILE_MIN_BLANK_LENGTH:
+                        if not queue.make_room(mapped, pos + END_FILE_MIN_BLANK_LENGTH):
+                            self._wanted = (mapped, pos + END_FILE_MIN_BLANK_LENGTH)
+                            return None
+                        SIZE_AND_MAGIC.pack_into(mapped.view, pos, room, BLANK_MAGIC_CODE)
+                    mapped.wrote_position = self.file_size
+                mapped = queue.roll()
+        end = mapped.wrote_position + size
+        if not queue.make_room(mapped, end):
+            self._wanted = (mapped, end)
+            return None
+        return mapped
+
+    async def wait_room(self) -> None:
+        """Wait until the bytes the last NOT_RESERVED append wanted are reserved (raises OSError). Every
+        put turned away waits on the same reservation."""
+        wanted = self._wanted
+        if wanted is not None:
+            await self.queue.wait_room(*wanted)
+            if self._wanted is wanted:
+                self._wanted = None
+
+    def reserve_now(self) -> None:
+        """Reserve what the last NOT_RESERVED append wanted in this thread (raises OSError). Blocking."""
+        wanted, self._wanted = self._wanted, None
+        if wanted is not None:
+            self.queue.reserve_now(*wanted)
 
     def append_message(self, msg: MessageExtBrokerInner) -> AppendMessageResult:
         """Append one record. Statuses: PUT_OK; MESSAGE_SIZE_EXCEEDED (also an empty or over-long topic, a
         host field that is neither 8 nor 20 bytes); PROPERTIES_SIZE_EXCEEDED; UNKNOWN_ERROR when a new
-        file could not be created (nothing was written)."""
+        file could not be created, NOT_RESERVED when the window does not cover the record yet (nothing
+        was written)."""
         topic = msg.topic
         tfield = self._topic_fields.get(topic) or self._topic_field(topic)
         props = msg.properties.encode()
@@ -186,11 +219,13 @@ class CommitLog:
             return _result(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
         files = self.queue.files
         mapped = files[-1] if files else None
-        if mapped is None or total + 8 > self.file_size - mapped.wrote_position:
+        if mapped is None or mapped.wrote_position + total > mapped.limit:
             try:
                 mapped = self._file_with_room(total)
             except OSError:
                 return _result(AppendMessageStatus.UNKNOWN_ERROR)
+            if mapped is None:
+                return _result(AppendMessageStatus.NOT_RESERVED)
         queue_id = msg.queue_id
         txn = sys_flag & _TXN_MASK
         queues: dict[int, int] | None = None
@@ -259,6 +294,8 @@ class CommitLog:
             mapped = self._file_with_room(bound)
         except OSError:
             return _result(AppendMessageStatus.UNKNOWN_ERROR), []
+        if mapped is None:
+            return _result(AppendMessageStatus.NOT_RESERVED), []
         queues = self.topic_queue_table.get(topic)
         if queues is None:
             queues = self.topic_queue_table[topic] = {}
@@ -372,7 +409,8 @@ class CommitLog:
     def append_raw(self, offset: int, data: bytes | memoryview) -> bool:
         """Slave side: write bytes received from the master at exactly ``offset``, which must be the
         current max offset (or, on an empty log, the start of a file). False when it is not; the caller
-        then drops the connection and reports its real offset. Raises OSError if a file cannot be made."""
+        then drops the connection and reports its real offset. Raises OSError if a file cannot be made or
+        reserved: a slave cannot wait, so where the window is behind it reserves in this thread (rare)."""
         view = memoryview(data)
         if not self.queue.files:
             if offset % self.file_size:
@@ -387,6 +425,7 @@ class CommitLog:
                 mapped = self.queue.roll()
             pos = mapped.wrote_position
             n = min(len(view), self.file_size - pos)
+            self.queue.ensure_room(mapped, pos + n)
             mapped.view[pos:pos + n] = view[:n]
             mapped.wrote_position = pos + n
             view = view[n:]

@@ -83,7 +83,12 @@ class StoreConfig:
     store_host: str = "127.0.0.1:10911"
     """``brokerIP1:listenPort``, written into every record and message id."""
     warm_mapped_file: bool = True
-    """Pre-fault the next commit-log file in a background thread (see ``mapped_file``)."""
+    """Also read each reserved window into the page cache (see ``mapped_file``); off, it is only reserved."""
+    reserve_window_commit_log: int = 32 << 20
+    """Bytes of commit log kept reserved (``posix_fallocate``) and warmed ahead of the write position, in the
+    background; refilled when half of it is used. The disk a store takes is its data plus this window."""
+    reserve_window_consume_queue: int = 64 << 10
+    """The same window for each consume queue."""
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     access_message_in_memory_max_ratio: int = 40
@@ -96,6 +101,8 @@ class StoreConfig:
                and self.mapped_file_size_consume_queue % CQ_STORE_UNIT_SIZE == 0,
                "mapped_file_size_consume_queue must be a positive multiple of 20")
         _check(self.max_message_size > 0, "max_message_size must be positive")
+        _check(self.reserve_window_commit_log >= OS_PAGE_SIZE, "reserve_window_commit_log below 4096")
+        _check(self.reserve_window_consume_queue >= OS_PAGE_SIZE, "reserve_window_consume_queue below 4096")
         _check(self.sync_flush_timeout_ms > 0, "sync_flush_timeout_ms must be positive")
         _check(self.max_sync_flush_waiters > 0, "max_sync_flush_waiters must be positive")
         _check(self.file_reserved_time_hours > 0, "file_reserved_time_hours must be positive")
@@ -171,6 +178,9 @@ PROPERTY_NAMES: dict[str, str] = {
     "cleanResourceInterval": "clean_resource_interval_ms",
     "checkCRCOnRecover": "check_crc_on_recover",
     "warmMapedFileEnable": "warm_mapped_file",
+    # PocketMQ's own: RocketMQ pre-allocates whole files or nothing.
+    "reserveWindowCommitLog": "reserve_window_commit_log",
+    "reserveWindowConsumeQueue": "reserve_window_consume_queue",
     "maxTransferBytesOnMessageInMemory": "max_transfer_bytes_on_message_in_memory",
     "maxTransferCountOnMessageInMemory": "max_transfer_count_on_message_in_memory",
     "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",

@@ -14,6 +14,10 @@ the units before its first real one filled with blank units ``(0, 0x7FFFFFFF, 0)
 
 Units are written in commit-log order, so their commit-log offsets ascend; recovery uses that to reject
 a damaged tail, and truncation to a commit-log offset is a binary search.
+
+Like the commit log, a queue's files are sparse with a small reserved window ahead of the writer
+(``reserveWindowConsumeQueue``, see :mod:`store.mapped_file`): the put path makes sure of the room for a
+unit (:meth:`ConsumeQueue.has_room`) before it appends the record, so a unit never goes past the window.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Callable
 
 from common.logs import get_logger
 from store.config import CQ_STORE_UNIT_SIZE
-from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue
+from store.mapped_file import DEFAULT_WINDOW, MappedFile, MappedFileAllocator, MappedFileQueue
 
 log = get_logger("store.consume_queue")
 
@@ -45,11 +49,13 @@ class ConsumeQueue:
     """The index of one topic queue."""
 
     def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int,
-                 allocator: MappedFileAllocator, discard: Discard | None = None) -> None:
+                 allocator: MappedFileAllocator, discard: Discard | None = None, *,
+                 window: int = DEFAULT_WINDOW, warm: bool = False) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size, allocator)
+        self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size, allocator,
+                                     warm=warm, window=window)
         self._discard = discard or _destroy_now
         self._half = file_size // 2 - (file_size // 2) % UNIT_SIZE
         #: first readable unit (blank fillers and units whose record was deleted are before it)
@@ -88,22 +94,46 @@ class ConsumeQueue:
         self._sync_tail()
 
     def request_file_for(self, index: int) -> concurrent.futures.Future[MappedFile] | None:
-        """Ask the allocator for the file that will hold unit ``index`` (None if nothing to wait for)."""
+        """Ask the allocator for the file that will hold unit ``index``, reserved up to a window past it
+        (None if nothing to wait for)."""
         files = self.queue.files
         if files and not files[-1].is_full:
             return None
-        return self.queue.request_file(index * UNIT_SIZE)
+        byte = index * UNIT_SIZE
+        return self.queue.request_file(byte, reserve=byte % self.file_size + UNIT_SIZE + self.queue.window)
+
+    def has_room(self) -> bool:
+        """True when the next unit has a file and reserved room in it. Never blocks (it may ask for the
+        next stretch of the window in the background)."""
+        tail = self.tail
+        if tail is None:
+            return False
+        end = tail.wrote_position + UNIT_SIZE
+        return end <= tail.limit or (end <= self.file_size and self.queue.make_room(tail, end))
+
+    async def wait_room(self) -> None:
+        """Wait until the next unit has reserved room in the last file (raises OSError)."""
+        tail = self.tail
+        if tail is not None and tail.wrote_position < self.file_size:
+            await self.queue.wait_room(tail, tail.wrote_position + UNIT_SIZE)
+
+    def reserve_now(self) -> None:
+        """Reserve room for the next unit in this thread unless it has some (raises OSError). Blocking."""
+        tail = self.tail
+        if tail is not None and tail.wrote_position < self.file_size:
+            self.queue.ensure_room(tail, tail.wrote_position + UNIT_SIZE)
 
     # ------------------------------------------------------------------------------------------ put
 
     def put(self, index: int, phys_offset: int, size: int, tags_code: int) -> None:
         """Write unit ``index``. The usual case (the next unit, room in the current file) is a single
         ``pack_into``; everything else (first unit, roll-over, a unit already present after a replay,
-        a gap) takes :meth:`_put_slow`. Raises OSError when a file cannot be created."""
+        a gap, the end of the reserved part) takes :meth:`_put_slow`. Raises OSError when a file cannot be
+        created or reserved."""
         tail = self.tail
         if tail is not None:
             pos = tail.wrote_position
-            if pos < self.file_size and tail.file_from_offset + pos == index * UNIT_SIZE:
+            if pos + UNIT_SIZE <= tail.limit and tail.file_from_offset + pos == index * UNIT_SIZE:
                 CQ_UNIT.pack_into(tail.view, pos, phys_offset, size, tags_code)
                 tail.wrote_position = pos + UNIT_SIZE
                 self.max_physic_offset = phys_offset + size
@@ -118,7 +148,7 @@ class ConsumeQueue:
         count = len(units)
         if tail is not None:
             pos = tail.wrote_position
-            if pos + count * UNIT_SIZE <= self.file_size and tail.file_from_offset + pos == index * UNIT_SIZE:
+            if pos + count * UNIT_SIZE <= tail.limit and tail.file_from_offset + pos == index * UNIT_SIZE:
                 view = tail.view
                 pack = CQ_UNIT.pack_into
                 for phys, size, tags in units:
@@ -169,15 +199,16 @@ class ConsumeQueue:
         if tail is None or tail.is_full:
             tail = queue.roll()
         pos = tail.wrote_position
+        queue.ensure_room(tail, pos + UNIT_SIZE)
         CQ_UNIT.pack_into(tail.view, pos, phys_offset, size, tags_code)
         tail.wrote_position = pos + UNIT_SIZE
         self.max_physic_offset = phys_offset + size
 
-    @staticmethod
-    def _fill_blanks(mapped: MappedFile, until: int) -> None:
+    def _fill_blanks(self, mapped: MappedFile, until: int) -> None:
         pos = mapped.wrote_position
         end = until - mapped.file_from_offset
         if end > pos:
+            self.queue.ensure_room(mapped, end)
             mapped.view[pos:end] = _BLANK_UNIT * ((end - pos) // UNIT_SIZE)
             mapped.wrote_position = end
 

@@ -13,24 +13,37 @@ callers run them in a thread. Three measurements on this project's machine decid
   mapping is an fsync of that file's range, and dirty mmap pages are ordinary dirty page-cache pages, so
   ``fdatasync(fd)`` flushes exactly the same data; we use it there and msync elsewhere.
 * The first write to a never-touched page of a sparse file costs ~25x a warm write (page allocation,
-  zeroing, block reservation) and runs under the GIL. So new files are created one ahead by
-  :class:`MappedFileAllocator` in a background thread: ``posix_fallocate`` reserves the blocks (a full
-  disk then fails the creation cleanly instead of raising SIGBUS on a later write) and reading the file
-  with ``preadv`` (which releases the GIL, unlike ``madvise``/``MAP_POPULATE``) puts its pages in the page
-  cache, which brings the first-write cost down to a minor fault. Writing zeros instead would also dirty
-  every page, so the first SYNC_FLUSH on the new file would have to write the whole file.
+  zeroing, block reservation) and runs under the GIL; writing into a hole of a full file system raises
+  SIGBUS. Files are created sparse (their size costs no disk, as RocketMQ's default), and each
+  :class:`MappedFileQueue` keeps a bounded *window* ahead of its write position reserved: in a background
+  thread ``posix_fallocate`` reserves the blocks of the next stretch (a full disk then fails that call
+  cleanly with ENOSPC) and reading it with ``preadv`` (which releases the GIL, unlike
+  ``madvise``/``MAP_POPULATE``) puts its pages in the page cache, which brings the first-write cost down
+  to a minor fault. Writing zeros instead would also dirty every page, so a SYNC_FLUSH would have to
+  write them all. Writers never write past what is reserved: :meth:`MappedFileQueue.make_room` is the
+  non-blocking check (it asks for the next stretch when half the window is used; the window crosses into
+  the next file, which the allocator creates one ahead), and a writer it turns away waits for the
+  reservation (:meth:`MappedFileQueue.wait_room`) or, where it cannot wait (replicated bytes, recovery),
+  reserves the bytes it needs itself (:meth:`MappedFileQueue.reserve_now`, rare).
 * File creation uses a temporary name and a rename, so a crash never leaves a short file that the next
   start would have to guess about.
+
+This module is longer than 600 lines: the file, the allocator and the queue share one reservation protocol
+(the queue asks, the allocator's thread reserves and publishes ``reserved``, the writer reads ``limit``),
+which is easier to check in one place than across three.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import mmap
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 from common.logs import get_logger
 from store.errors import StoreError
@@ -43,6 +56,15 @@ _WARM_CHUNK = 16 << 20
 """Big reads: between two reads the warming thread needs the GIL back, and a busy event loop hands it
 over only every switch interval (5 ms); with 1 MiB reads warming fell behind a 200 MB/s writer."""
 _ZEROS = bytes(_CHUNK)
+_PAGE = mmap.PAGESIZE
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_NO_FALLOCATE = (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS)
+"""File systems without fallocate keep the file sparse (nothing better can be done there)."""
+_ROOM_ATTEMPTS = 4
+DEFAULT_WINDOW = 1 << 20
+
+#: Told (from any thread) when reserving or creating a file failed with a full disk: (path, error).
+NoSpaceHandler = Callable[[str, OSError], None]
 _TMP_SUFFIX = ".tmp"
 _USE_FDATASYNC = sys.platform.startswith("linux")
 
@@ -50,6 +72,22 @@ _USE_FDATASYNC = sys.platform.startswith("linux")
 def file_name_for(offset: int) -> str:
     """The 20-digit zero-padded name of the file starting at ``offset``."""
     return f"{offset:0{FILE_NAME_DIGITS}d}"
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """True for ENOSPC (or a quota: EDQUOT)."""
+    return isinstance(exc, OSError) and exc.errno in _NO_SPACE
+
+
+def _page_up(n: int) -> int:
+    return -(-n // _PAGE) * _PAGE
+
+
+def _unreserved_from(mapped: MappedFile) -> int:
+    """Where a reservation of ``mapped`` starts: past what is reserved and past what is written (the
+    written bytes of a file loaded at start-up have their blocks; reading them again would be waste)."""
+    written = mapped.wrote_position
+    return max(mapped.reserved, written - written % _PAGE)
 
 
 def fsync_dir(path: str) -> None:
@@ -66,16 +104,22 @@ class MappedFile:
 
     ``view`` is a memoryview of the whole mapping: writers pack into it, readers slice it (zero-copy).
     The positions are plain ints written only from the event loop (flush results are applied there too).
+    ``reserved``: bytes ``[0, reserved)`` have their blocks reserved (published by the thread that reserved
+    them, after the ``posix_fallocate`` and the warm-up); ``limit`` (<= ``reserved``, loop-owned) is how far
+    a writer may go before it asks :meth:`MappedFileQueue.make_room` again.
     """
 
     __slots__ = (
         "_closed",
+        "_lock",
         "fd",
         "file_from_offset",
         "file_size",
         "flushed_position",
+        "limit",
         "mm",
         "path",
+        "reserved",
         "view",
         "wrote_position",
     )
@@ -89,28 +133,24 @@ class MappedFile:
         self.view = memoryview(mm)
         self.wrote_position = 0
         self.flushed_position = 0
+        self.reserved = 0
+        self.limit = 0
         self._closed = False
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------ lifecycle
 
     @classmethod
     def create(cls, path: str, file_size: int) -> MappedFile:
-        """Create a zero-filled file of ``file_size`` bytes and map it. Blocking."""
+        """Create a sparse, zero-filled file of ``file_size`` bytes and map it (nothing reserved). Blocking."""
         tmp = path + _TMP_SUFFIX
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.ftruncate(fd, file_size)
-            with contextlib.suppress(OSError, AttributeError):
-                # Reserve the blocks now: running out of disk must fail here, not as SIGBUS on a write.
-                # (Filesystems without fallocate keep the sparse file.)
-                os.posix_fallocate(fd, 0, file_size)
             os.rename(tmp, path)
             fsync_dir(os.path.dirname(path) or ".")
             mm = mmap.mmap(fd, file_size)
-            # The first write into a new file's mapping cost 2 ms (fallocated) to 25 ms (sparse) here unless
-            # its first page had been read; after reading 4 KiB it costs ~10 µs.
-            os.preadv(fd, [bytearray(mmap.PAGESIZE)], 0)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
@@ -138,12 +178,34 @@ class MappedFile:
             raise
         return cls(path, file_size, fd, mm)
 
+    def reserve(self, start: int, end: int, *, warm: bool) -> None:
+        """Reserve the blocks of ``[start, end)`` (widened to pages, capped at the file) with
+        ``posix_fallocate`` and, with ``warm``, read them into the page cache; then publish ``reserved``.
+        Raises OSError (ENOSPC on a full disk; nothing is published then). Blocking; safe while the event
+        loop writes into the reserved part (it only reads), and a file closed meanwhile is left alone."""
+        with self._lock:
+            if self._closed:
+                return
+            start = max(start, self.reserved)
+            start -= start % _PAGE
+            end = min(self.file_size, _page_up(end))
+            if end <= self.reserved:
+                return
+            try:
+                os.posix_fallocate(self.fd, start, end - start)
+            except OSError as exc:
+                if exc.errno not in _NO_FALLOCATE:
+                    raise
+            if warm:
+                self.warm(start, end)
+            self.reserved = end
+
     def warm(self, start: int = 0, end: int | None = None) -> None:
         """Bring ``[start, end)`` of the file into the page cache without dirtying it (see module
         docstring). Blocking; safe while the event loop is already writing into the file (it only reads)."""
-        buf = bytearray(min(_WARM_CHUNK, self.file_size))
-        pos = start - start % len(buf)
         stop = self.file_size if end is None else min(end, self.file_size)
+        buf = bytearray(max(_PAGE, min(_WARM_CHUNK, stop - start)))
+        pos = start - start % _PAGE
         while pos < stop and not self._closed:
             with contextlib.suppress(OSError):
                 os.preadv(self.fd, [buf], pos)
@@ -151,16 +213,17 @@ class MappedFile:
 
     def close(self) -> bool:
         """Unmap and close. Returns False (and stays open) while a reader still holds a view of the
-        file; call again later. Blocking (munmap of a large mapping)."""
+        file; call again later. Blocking (munmap of a large mapping; waits for a reservation under way)."""
         if self._closed:
             return True
-        try:
-            self.view.release()
-            self.mm.close()
-        except BufferError:
-            return False
-        self._closed = True
-        os.close(self.fd)
+        with self._lock:
+            try:
+                self.view.release()
+                self.mm.close()
+            except BufferError:
+                return False
+            self._closed = True
+            os.close(self.fd)
         return True
 
     def destroy(self) -> bool:
@@ -227,23 +290,31 @@ class MappedFile:
             pos = end
 
 
-class MappedFileAllocator:
-    """Creates files one ahead in a background thread (RocketMQ's AllocateMappedFileService).
+#: A reservation to make: (file, or the future of a file still being created; start; end), file-relative.
+ReserveJob = tuple["MappedFile | concurrent.futures.Future[MappedFile]", int, int]
 
-    :meth:`request` starts creating the file that will be needed next; :meth:`take` hands it over,
-    waiting only if creation is still running (a roll-over that outruns creation waits for the create,
-    never for the warm-up, which runs after the file is handed over). Without an executor everything
-    happens in the caller's thread (recovery, tests).
+
+class MappedFileAllocator:
+    """Creates files one ahead and reserves windows, in a background thread (RocketMQ's
+    AllocateMappedFileService).
+
+    :meth:`request` starts creating the file that will be needed next (sparse; with ``reserve`` its first
+    bytes reserved too); :meth:`take` hands it over, waiting only if creation is still running.
+    :meth:`reserve` runs reservations in the same thread, after the creations asked for before them.
+    Without an executor everything happens in the caller's thread (recovery, tests). A full disk (ENOSPC)
+    met creating or reserving is told to :attr:`on_no_space`, from the thread that met it.
     """
 
     def __init__(self, executor: concurrent.futures.Executor | None, *, take_timeout: float = 10.0) -> None:
         self._executor = executor
         self._take_timeout = take_timeout
         self._pending: dict[str, concurrent.futures.Future[MappedFile]] = {}
+        self.on_no_space: NoSpaceHandler | None = None
 
-    def request(self, path: str, file_size: int, *, warm: bool) -> concurrent.futures.Future[MappedFile] | None:
-        """Start creating ``path`` in the background; the returned future completes when the file can be
-        taken. None when there is no executor or the file exists already."""
+    def request(self, path: str, file_size: int, *, warm: bool,
+                reserve: int = 0) -> concurrent.futures.Future[MappedFile] | None:
+        """Start creating ``path`` in the background, with its first ``reserve`` bytes reserved; the returned
+        future completes when the file can be taken. None when there is no executor."""
         pending = self._pending.get(path)
         if pending is not None:
             return pending
@@ -251,23 +322,69 @@ class MappedFileAllocator:
             return None
         created: concurrent.futures.Future[MappedFile] = concurrent.futures.Future()
         self._pending[path] = created
-        self._executor.submit(_allocate, path, file_size, warm, created)
+        self._executor.submit(self._allocate, path, file_size, warm, reserve, created)
         return created
+
+    def pending(self, path: str) -> concurrent.futures.Future[MappedFile] | None:
+        """The creation under way (or done, not yet taken) of ``path``, if any."""
+        return self._pending.get(path)
 
     def take(self, path: str, file_size: int) -> MappedFile:
         """The file at ``path``, created now if nobody requested it. Raises OSError when it cannot be."""
         created = self._pending.pop(path, None)
         if created is None:
-            return _create_or_open(path, file_size)
+            try:
+                return _create_or_open(path, file_size)
+            except OSError as exc:
+                self.report_failure(path, exc)
+                raise
         try:
             return created.result(timeout=self._take_timeout)
         except concurrent.futures.TimeoutError:
             raise OSError(f"creating {path} took more than {self._take_timeout}s") from None
 
-    def warm_later(self, mapped: MappedFile, start: int) -> None:
-        """Warm a file already in use (the current file at start-up) from ``start`` in the background."""
+    def reserve(self, jobs: Sequence[ReserveJob], *, warm: bool) -> concurrent.futures.Future[None]:
+        """Make the reservations ``jobs`` in the background (now, without an executor); the future fails
+        with the OSError that stopped them."""
         if self._executor is not None:
-            self._executor.submit(mapped.warm, start)
+            return self._executor.submit(self._reserve, jobs, warm)
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        try:
+            self._reserve(jobs, warm)
+        except OSError as exc:
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+        return done
+
+    def _reserve(self, jobs: Sequence[ReserveJob], warm: bool) -> None:
+        for item, start, end in jobs:
+            mapped = item if isinstance(item, MappedFile) else item.result()
+            try:
+                mapped.reserve(start, end, warm=warm)
+            except OSError as exc:
+                self.report_failure(mapped.path, exc)
+                raise
+
+    def report_failure(self, path: str, exc: OSError) -> None:
+        """Log a failed creation or reservation; tell :attr:`on_no_space` when the disk is full."""
+        log.error("mapped_file_reservation_failed", path=path, error=str(exc))
+        if is_no_space(exc) and self.on_no_space is not None:
+            self.on_no_space(path, exc)
+
+    def _allocate(self, path: str, file_size: int, warm: bool, reserve: int,
+                  created: concurrent.futures.Future[MappedFile]) -> None:
+        try:
+            mapped = _create_or_open(path, file_size)
+        except BaseException as exc:
+            created.set_exception(exc)
+            if isinstance(exc, OSError):
+                self.report_failure(path, exc)
+            return
+        if reserve:
+            with contextlib.suppress(OSError):  # reported; the writer asks again before writing there
+                self._reserve([(mapped, 0, reserve)], warm)
+        created.set_result(mapped)
 
     def discard_pending(self, directory: str, *, keep: str | None = None) -> None:
         """Forget files requested under ``directory`` (a deleted topic, a reset log), except ``keep``;
@@ -277,9 +394,8 @@ class MappedFileAllocator:
             self._pending.pop(path).add_done_callback(_destroy_created)
 
     def close(self) -> None:
-        """Close files requested but never taken (shutdown); their names stay, harmless and zero-filled.
-        A file still being created is closed the moment its creation ends, so its warm-up stops at once
-        instead of reading the whole file while the process waits to exit."""
+        """Close files requested but never taken (shutdown); their names stay, harmless and zero-filled
+        (sparse, or reserved and never written)."""
         for created in self._pending.values():
             created.add_done_callback(_close_created)
         self._pending.clear()
@@ -297,40 +413,36 @@ def _destroy_created(created: concurrent.futures.Future[MappedFile]) -> None:
 
 def _create_or_open(path: str, file_size: int) -> MappedFile:
     """A new file, or the one already at ``path``: a file past the end of a queue is always all zeros
-    (pre-allocated and never written, or zeroed by recovery), so it is reused as it is."""
+    (created and never written, or zeroed by recovery), so it is reused as it is."""
     if os.path.exists(path):
         return MappedFile.open_existing(path, file_size)
     return MappedFile.create(path, file_size)
 
 
-def _allocate(path: str, file_size: int, warm: bool, created: concurrent.futures.Future[MappedFile]) -> None:
-    try:
-        mapped = _create_or_open(path, file_size)
-    except BaseException as exc:
-        created.set_exception(exc)
-        log.error("mapped_file_creation_failed", path=path, error=str(exc))
-        return
-    created.set_result(mapped)
-    if warm:
-        mapped.warm()
-
-
 class MappedFileQueue:
     """The ordered files of one directory, each ``mapped_file_size`` bytes, covering a contiguous range
-    of offsets ``[min_offset, max_offset)``.
+    of offsets ``[min_offset, max_offset)``, with a reserved window of ``window`` bytes ahead of the
+    writer (see the module docstring). ``tail_margin`` bytes at the end of each file are left to the
+    writer's own roll-over logic (the commit log's blank marker): ``limit`` never reaches into them.
 
     The list is changed only on the event loop (roll-over appends, retention and truncation remove);
     blocking work on removed files (unlink, munmap) is the caller's to run in a thread.
     """
 
     def __init__(self, store_dir: str, mapped_file_size: int, allocator: MappedFileAllocator | None = None,
-                 *, warm: bool = False) -> None:
+                 *, warm: bool = False, window: int = DEFAULT_WINDOW, tail_margin: int = 0) -> None:
         self.store_dir = store_dir
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator or MappedFileAllocator(None)
         self.warm = warm
+        self.window = _page_up(max(window, _PAGE))
+        self.tail_margin = tail_margin
         self.files: list[MappedFile] = []
         self.flushed_where = 0
+        self._half = self.window // 2
+        self._refill: concurrent.futures.Future[None] | None = None
+        self._target = 0
+        """Offset (across files) the last reservation asked for reaches."""
 
     # ----------------------------------------------------------------------------------------- load
 
@@ -417,16 +529,88 @@ class MappedFileQueue:
         return mapped
 
     def request_next(self) -> None:
-        """Ask the allocator to create the file after the last one."""
+        """Ask the allocator to create the file after the last one (sparse: the window reaches into it
+        when the writer comes near)."""
         last = self.last
         if last is not None:
             self.request_file(last.file_end_offset)
 
-    def request_file(self, start_offset: int) -> concurrent.futures.Future[MappedFile] | None:
-        """Ask the allocator to create the file that will hold ``start_offset``."""
+    def request_file(self, start_offset: int, *, reserve: int = 0) -> concurrent.futures.Future[MappedFile] | None:
+        """Ask the allocator to create the file that will hold ``start_offset``, its first ``reserve`` bytes
+        reserved."""
         start = start_offset - start_offset % self.mapped_file_size
         path = os.path.join(self.store_dir, file_name_for(start))
-        return self.allocator.request(path, self.mapped_file_size, warm=self.warm)
+        return self.allocator.request(path, self.mapped_file_size, warm=self.warm, reserve=reserve)
+
+    # ----------------------------------------------------------------------------------- reservation
+
+    def make_room(self, mapped: MappedFile, end: int) -> bool:
+        """True when ``mapped`` is reserved up to ``end`` (file-relative), so a writer may write there.
+        Never blocks: when half the window is used (or ``end`` is not reserved) it asks the allocator's
+        thread for the next stretch, up to ``end`` + the window, into the next file if the window crosses
+        it; and it sets ``mapped.limit``, the point where a writer must ask again."""
+        refill = self._refill
+        if refill is not None and refill.done():
+            self._refill = refill = None
+        base = mapped.file_from_offset
+        reserved = mapped.reserved
+        if refill is None and (end > reserved or base + end + self._half > self._target):
+            refill = self._refill = self._request_window(mapped, end)
+        # While a reservation runs, or when none can reach further now (the next file is not requested),
+        # the writer goes on to what is reserved; otherwise it asks again when half the window is used.
+        idle = refill is not None or self._target <= base + end + self._half
+        limit = reserved if idle else min(reserved, self._target - base - self._half)
+        mapped.limit = max(0, min(limit, mapped.file_size - self.tail_margin))
+        return end <= reserved
+
+    def _request_window(self, mapped: MappedFile, end: int) -> concurrent.futures.Future[None] | None:
+        base = mapped.file_from_offset
+        target = base + end + self.window
+        jobs: list[ReserveJob] = []
+        if mapped.reserved < min(mapped.file_size, end + self.window):
+            jobs.append((mapped, _unreserved_from(mapped), end + self.window))
+        reach = min(target, mapped.file_end_offset)
+        if target > mapped.file_end_offset and mapped is self.last:
+            following = self.allocator.pending(os.path.join(self.store_dir, file_name_for(mapped.file_end_offset)))
+            if following is not None:
+                jobs.append((following, 0, target - mapped.file_end_offset))
+                reach = target
+        self._target = reach
+        return self.allocator.reserve(jobs, warm=self.warm) if jobs else None
+
+    async def wait_room(self, mapped: MappedFile, end: int) -> None:
+        """Wait (without blocking the loop) until ``mapped`` is reserved up to ``end``. Raises the OSError
+        that stopped the reservation (ENOSPC on a full disk)."""
+        for _attempt in range(_ROOM_ATTEMPTS):
+            if self.make_room(mapped, end):
+                return
+            refill = self._refill
+            if refill is not None:
+                await asyncio.wrap_future(refill)
+        if not self.make_room(mapped, end):
+            raise OSError(errno.EIO, f"could not reserve {mapped.path} up to {end}")
+
+    def reserve_now(self, mapped: MappedFile, end: int) -> None:
+        """Reserve ``mapped`` up to ``end`` in the caller's thread, for writers that cannot wait (replicated
+        bytes, recovery, the bare append of tools): ``posix_fallocate`` of just what is missing, no warm-up
+        (the write that needs it faults those pages in anyway), then the window in the background as
+        usual. Raises OSError (ENOSPC on a full disk). Blocking, and rare: the window normally stays ahead."""
+        if end > mapped.reserved:
+            try:
+                mapped.reserve(_unreserved_from(mapped), end, warm=False)
+            except OSError as exc:
+                self.allocator.report_failure(mapped.path, exc)
+                raise
+        self.make_room(mapped, end)
+
+    def ensure_room(self, mapped: MappedFile, end: int) -> None:
+        """:meth:`make_room`, or :meth:`reserve_now` when the window is behind. Blocking when it is."""
+        if end > mapped.limit and not self.make_room(mapped, end):
+            self.reserve_now(mapped, end)
+
+    def reservation(self) -> concurrent.futures.Future[None] | None:
+        """The reservation under way, if any (shutdown waits for it before closing the files)."""
+        return self._refill
 
     # ------------------------------------------------------------------------------------ truncation
 

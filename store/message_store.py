@@ -18,9 +18,16 @@ serialised and none waits behind another:
 
 * ``flush``: commit-log fdatasync (the group commit's critical path);
 * ``io``: consume-queue flushes, the checkpoint, file deletion;
-* ``alloc``: creating and warming the next commit-log file (which can take seconds for 1 GiB);
-* ``cq-alloc``: creating consume-queue files (a new queue's first put waits for it, so it must not
-  queue behind a flush or a warm-up).
+* ``alloc``: creating the next commit-log file (sparse) and reserving and warming the commit log's window
+  ahead of the writer (``reserveWindowCommitLog``);
+* ``cq-alloc``: creating consume-queue files and reserving their windows (a new queue's first put waits
+  for it, so it must not queue behind a flush or a warm-up).
+
+Disk. Files are sparse; what a store takes on disk is its data plus the reserved windows (see
+:mod:`store.mapped_file`). When a reservation or a file creation meets a full disk (ENOSPC), or the disk
+is above ``diskSpaceWarningLevelRatio`` (:mod:`store.retention`), the store stops taking puts
+(SERVICE_NOT_AVAILABLE, :attr:`MessageStore.not_writable_reason` says why) and keeps serving reads; every
+retention run re-checks, and puts are taken again once the reservation succeeds.
 
 Recovery runs once, before any of them is used, in a thread of its own.
 """
@@ -34,6 +41,7 @@ import enum
 import fcntl
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 
@@ -47,7 +55,7 @@ from store.consume_queue import ConsumeQueue
 from store.errors import StoreError, StoreNotRunningError
 from store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService, flush_commit_log
 from store.listeners import ArrivalListener, GrowthListener, StoreListeners
-from store.mapped_file import MappedFile, MappedFileAllocator, fsync_dir, run_flush_plan
+from store.mapped_file import MappedFile, MappedFileAllocator, fsync_dir, is_no_space, run_flush_plan
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.put_path import PutOutcome, PutPath, ReplicaWaiter
 from store.queue_table import ConsumeQueueTable
@@ -55,11 +63,9 @@ from store.reader import MessageFilter, MessageReader
 from store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
 from store.reput import Reput
 from store.results import GetMessageResult, PutMessageResult, PutMessageStatus
-from store.retention import RetentionService
+from store.retention import DiskState, RetentionService, disk_state
 
 log = get_logger("store.message_store")
-
-_WARM_AT_START = 32 << 20
 
 
 class _State(enum.Enum):
@@ -80,6 +86,7 @@ class MessageStore:
         self._cq_alloc_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-cq-alloc")
         self._cl_allocator = MappedFileAllocator(self._alloc_executor)
         self._cq_allocator = MappedFileAllocator(self._cq_alloc_executor)
+        self._cl_allocator.on_no_space = self._cq_allocator.on_no_space = self._no_space_seen
         self.commit_log = CommitLog(config, self._cl_allocator)
         self.checkpoint = StoreCheckpoint()
         self._checkpoint_path = os.path.join(config.store_path_root_dir, "checkpoint")
@@ -87,12 +94,17 @@ class MessageStore:
         self._lock_fd: int | None = None
         self._state = _State.NEW
         self._disk_full = False
+        #: why the store stopped taking puts after a reservation or a creation met a full disk (None: it did not)
+        self._no_space: str | None = None
+        self._disk: DiskState | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._is_slave = config.broker_role is BrokerRole.SLAVE
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later)
         self._listeners = StoreListeners(self._log)
         self._put = PutPath(config, self.commit_log, self._queues, self._listeners, lambda: self.is_running,
-                            self._log)
+                            self._log, self._no_space_seen)
         self._reput = Reput(self.commit_log, self._queues, self._listeners, self._cl_allocator, self._discard_later,
                             self._log)
         self._reader = MessageReader(config, self.commit_log, self._queues)
@@ -110,7 +122,8 @@ class MessageStore:
         """Lock the directory, recover, and start the flush and retention services."""
         if self._state is not _State.NEW:
             raise StoreError("a MessageStore is started once; create a new one")
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._state = _State.STOPPED  # until recovery succeeds; a failed store is not started again
         try:
             await loop.run_in_executor(None, self._open_and_recover)
@@ -131,7 +144,8 @@ class MessageStore:
             interval_ms=cfg.flush_interval_consume_queue_ms, least_pages=cfg.flush_consume_queue_least_pages,
             thorough_ms=cfg.flush_consume_queue_thorough_interval_ms))
         self.retention = self._services.add_child(RetentionService(
-            cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._on_disk_full))
+            cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._on_disk_full,
+            recheck=self._recheck_space))
         self._services.start()
         self._state = _State.RUNNING
         self._update_writable()
@@ -212,19 +226,23 @@ class MessageStore:
         self._lock_fd = fd
 
     def _prepare_commit_log_file(self) -> None:
+        """The file to write next, its first window reserved and warmed now, before any write (a cold page
+        costs ~25x a warm one); the next file requested. A full disk leaves the store not writable
+        (it still serves reads). Blocking."""
         queue = self.commit_log.queue
-        if not queue.files or queue.files[-1].is_full:
-            queue.roll(queue.max_offset, request_next=False)
-        last = queue.last
-        if self.config.warm_mapped_file and last is not None:
-            # The first stretch now, before any write (a cold page costs ~25x a warm one, and the first
-            # touch of each 2 MiB region of a cold file stalled writes for 10-70 ms here); the rest in
-            # the background before the next file, so the warm-up stays ahead of the writer.
-            ahead = last.wrote_position + _WARM_AT_START
-            last.warm(last.wrote_position, ahead)
-            if ahead < last.file_size:
-                self._cl_allocator.warm_later(last, ahead)
-        queue.request_next()
+        self._disk = disk_state(self.config.commit_log_dir)
+        try:
+            if not queue.files or queue.files[-1].is_full:
+                queue.roll(queue.max_offset, request_next=False)
+            queue.request_next()
+            last = queue.last
+            if last is not None:
+                last.reserve(last.wrote_position, last.wrote_position + queue.window, warm=queue.warm)
+                queue.make_room(last, last.wrote_position)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            self._no_space_seen(self.config.commit_log_dir, exc)
 
     def _close_files(self, clean: bool) -> None:
         self._cl_allocator.close()
@@ -250,8 +268,69 @@ class MessageStore:
         self._disk_full = full
         self._update_writable()
 
+    def _no_space_seen(self, path: str, exc: OSError) -> None:
+        """A reservation or a file creation met a full disk (called from any thread)."""
+        reason = f"no space left on the disk of {path or self.config.commit_log_dir} ({exc.strerror or exc})"
+        loop = self._loop
+        if loop is None or threading.get_ident() == self._loop_thread:
+            self._set_no_space(reason)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(self._set_no_space, reason)
+
+    def _set_no_space(self, reason: str | None) -> None:
+        """Enter or leave the full-disk state, logged once per transition."""
+        if (reason is None) != (self._no_space is None):
+            if reason is not None:
+                self._log.error("disk_full_refusing_puts", reason=reason)
+            else:
+                self._log.warning("disk_space_recovered_accepting_puts", dir=self.config.commit_log_dir)
+        self._no_space = reason
+        self._update_writable()
+
+    async def _recheck_space(self, disk: DiskState) -> None:
+        """Each retention run: remember the disk's state and, after a full disk, try the reservation again
+        once there is room for a window; puts are taken again when it succeeds."""
+        self._disk = disk
+        if self._no_space is None or disk.available < self.commit_log.queue.window:
+            return
+        queue = self.commit_log.queue
+        last = queue.last
+        try:
+            if last is not None and not last.is_full:
+                await queue.wait_room(last, min(last.file_size, last.wrote_position + queue.window // 2))
+        except OSError as exc:
+            self._log.warning("disk_still_full", error=str(exc), available=disk.available)
+            return
+        self._set_no_space(None)
+
     def _update_writable(self) -> None:
-        self._put.writable = self._state is _State.RUNNING and not self._is_slave and not self._disk_full
+        self._put.writable = (self._state is _State.RUNNING and not self._is_slave and not self._disk_full
+                              and self._no_space is None)
+
+    @property
+    def not_writable_reason(self) -> str | None:
+        """Why puts are refused now (None while they are taken), for the answer's remark."""
+        if self._put.writable:
+            return None
+        if self._no_space is not None:
+            return f"the broker's disk is full: {self._no_space}"
+        if self._disk_full:
+            ratio = f"{self._disk.ratio:.1%}" if self._disk is not None else "above the limit"
+            return (f"the broker's disk is full: {self.config.commit_log_dir} is {ratio} used, above "
+                    f"diskSpaceWarningLevelRatio={self.config.disk_space_warning_level_ratio}")
+        if self._is_slave:
+            return "the store is a slave's"
+        return "the store is not running"
+
+    @property
+    def disk_full(self) -> bool:
+        """True while puts are refused for want of disk (a full disk met, or above the warning ratio)."""
+        return self._disk_full or self._no_space is not None
+
+    @property
+    def disk(self) -> DiskState | None:
+        """The store's file system at the last check (start, then every retention run)."""
+        return self._disk
 
     @property
     def is_running(self) -> bool:
@@ -482,7 +561,8 @@ class MessageStore:
             "consumeQueues": self._queues.count(),
             "syncFlushWaiters": self._group_commit.pending if self._group_commit else 0,
             "writable": self._put.writable,
-            "diskFull": self._disk_full,
+            "diskFull": self.disk_full,
+            "commitLogDiskRatio": self._disk.ratio if self._disk is not None else 0.0,
             "now": int(time.time() * 1000),
         }
 

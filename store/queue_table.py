@@ -53,9 +53,11 @@ class ConsumeQueueTable:
             queues = self.queues[topic] = {}
         cq = queues.get(queue_id)
         if cq is None:
-            cq = queues[queue_id] = ConsumeQueue(topic, queue_id, self._config.consume_queue_dir,
-                                                 self._config.mapped_file_size_consume_queue, self._allocator,
-                                                 self._discard)
+            config = self._config
+            cq = queues[queue_id] = ConsumeQueue(topic, queue_id, config.consume_queue_dir,
+                                                 config.mapped_file_size_consume_queue, self._allocator,
+                                                 self._discard, window=config.reserve_window_consume_queue,
+                                                 warm=config.warm_mapped_file)
         return cq
 
     def __iter__(self) -> Iterator[ConsumeQueue]:
@@ -91,32 +93,37 @@ class ConsumeQueueTable:
         return queues.get(queue_id, 0) if queues else 0
 
     def is_ready(self, topic: str, queue_id: int) -> bool:
-        """True when the queue's next unit has room in a file (an append will create none)."""
+        """True when the queue's next unit has reserved room in a file (an append will create and reserve
+        nothing). Never blocks."""
         queues = self.queues.get(topic)
         cq = queues.get(queue_id) if queues is not None else None
-        tail = cq.tail if cq is not None else None
-        return tail is not None and cq is not None and tail.wrote_position < cq.file_size
+        return cq is not None and cq.has_room()
 
     def ready(self, topic: str, queue_id: int) -> ConsumeQueue:
-        """The consume queue with a file for its next unit, created inline if needed (raises OSError)."""
+        """The consume queue with a file and reserved room for its next unit, created and reserved inline
+        if needed (raises OSError)."""
         queues = self.queues.get(topic)
         cq = queues.get(queue_id) if queues is not None else None
         if cq is None:
             cq = self.find_or_create(topic, queue_id)
-        tail = cq.tail
-        if tail is None or tail.wrote_position >= cq.file_size:
-            cq.prepare(self.next_queue_offset(topic, queue_id))
+        if not cq.has_room():
+            tail = cq.tail
+            if tail is None or tail.wrote_position >= cq.file_size:
+                cq.prepare(self.next_queue_offset(topic, queue_id))
+            cq.reserve_now()
         return cq
 
     async def ensure_file(self, topic: str, queue_id: int) -> None:
-        """Create the queue's next consume-queue file in a thread if it has none with room (raises OSError)."""
+        """Create the queue's next consume-queue file and reserve room in it, in threads, unless it has a
+        file with room (raises OSError)."""
         cq = self.find_or_create(topic, queue_id)
         future = cq.request_file_for(self.next_queue_offset(topic, queue_id))
-        if future is None:
-            return
-        await asyncio.wrap_future(future)
-        if self.queues.get(topic, {}).get(queue_id) is cq:  # not deleted meanwhile
+        if future is not None:
+            await asyncio.wrap_future(future)
+            if self.queues.get(topic, {}).get(queue_id) is not cq:  # deleted meanwhile
+                return
             cq.prepare(self.next_queue_offset(topic, queue_id))  # takes the file just made
+        await cq.wait_room()
 
     def dispatch(self, request: DispatchRequest) -> bool:
         """Index a record found by recovery or received by a slave (idempotent); False for the halves of a

@@ -45,6 +45,9 @@ class AppendMessageStatus(enum.Enum):
     MESSAGE_SIZE_EXCEEDED = "MESSAGE_SIZE_EXCEEDED"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    NOT_RESERVED = "NOT_RESERVED"
+    """PocketMQ's own: the reserved window does not cover the record yet; nothing was written (the put
+    path waits for the reservation and appends again)."""
 
 
 class GetMessageStatus(enum.Enum):

@@ -8,7 +8,9 @@ Every ``clean_resource_interval`` (10 s) the service decides whether to delete:
 * when the disk holding the store is fuller than ``disk_max_used_space_ratio`` (75 %) the same happens
   at any hour; above ``disk_space_clean_forcibly_ratio`` (85 %) the oldest files go even if they are not
   expired;
-* above ``disk_space_warning_level_ratio`` (90 %) the store refuses puts until space is freed.
+* above ``disk_space_warning_level_ratio`` (90 %) the store refuses puts until space is freed;
+* every run also hands the store the disk's state (:attr:`RetentionService.disk`) and lets it re-check a
+  full disk met by a reservation (``recheck``), so sends are accepted again when space returns.
 
 Never deleted: the file being written, and any file not entirely flushed (the flush thread may be
 working on it). At most ``delete_files_batch_max`` commit-log files go per run. Consume-queue files go
@@ -24,7 +26,8 @@ import asyncio
 import concurrent.futures
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 
 from common.logs import get_logger
 from common.service import PeriodicService
@@ -36,13 +39,25 @@ from store.mapped_file import MappedFile
 log = get_logger("store.retention")
 
 
-def disk_usage_ratio(path: str) -> float:
-    """Used fraction (0..1) of the filesystem holding ``path``: (total - free) / total with the free blocks
-    of the whole filesystem, as RocketMQ computes it (Java's ``File.getFreeSpace``). Blocking (a statvfs)."""
+@dataclass(frozen=True, slots=True)
+class DiskState:
+    """The file system holding the store, at one statvfs."""
+
+    ratio: float
+    """Used fraction (0..1): (total - free) / total with the free blocks of the whole file system, as
+    RocketMQ computes it (Java's ``File.getFreeSpace``)."""
+    total: int
+    """Bytes."""
+    available: int
+    """Bytes an unprivileged writer can still take."""
+
+
+def disk_state(path: str) -> DiskState:
+    """The file system holding ``path``. Blocking (a statvfs)."""
     st = os.statvfs(path)
     if st.f_blocks <= 0:
-        return 0.0
-    return 1.0 - st.f_bfree / st.f_blocks
+        return DiskState(0.0, 0, 0)
+    return DiskState(1.0 - st.f_bfree / st.f_blocks, st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize)
 
 
 def _destroy(files: list[MappedFile]) -> list[MappedFile]:
@@ -58,7 +73,8 @@ class RetentionService(PeriodicService):
     def __init__(self, config: StoreConfig, commit_log: CommitLog,
                  consume_queues: Callable[[], Iterable[ConsumeQueue]], executor: concurrent.futures.Executor,
                  *, clock: Callable[[], float] = time.time,
-                 on_disk_full: Callable[[bool], None] | None = None) -> None:
+                 on_disk_full: Callable[[bool], None] | None = None,
+                 recheck: Callable[[DiskState], Awaitable[None]] | None = None) -> None:
         super().__init__(config.clean_resource_interval_ms / 1000)
         self._config = config
         self._commit_log = commit_log
@@ -66,11 +82,14 @@ class RetentionService(PeriodicService):
         self._executor = executor
         self._clock = clock
         self._on_disk_full = on_disk_full
+        self._recheck = recheck
         self._hours = config.delete_hours
         self._manual_requests = 0
         self._unclosed: list[MappedFile] = []
         #: True while the disk is above the warning ratio: the store refuses puts.
         self.disk_full = False
+        #: the disk at the last run (None before the first)
+        self.disk: DiskState | None = None
 
     def discard(self, files: list[MappedFile]) -> None:
         """Destroy files that left a queue (a reset log, a restarted consume queue) in the io thread;
@@ -103,8 +122,11 @@ class RetentionService(PeriodicService):
         """One decision and deletion round; returns the number of commit-log files deleted."""
         loop = asyncio.get_running_loop()
         cfg = self._config
-        usage = await loop.run_in_executor(self._executor, disk_usage_ratio, cfg.commit_log_dir)
+        disk = self.disk = await loop.run_in_executor(self._executor, disk_state, cfg.commit_log_dir)
+        usage = disk.ratio
         self._set_disk_full(usage * 100 >= cfg.disk_space_warning_level_ratio)
+        if self._recheck is not None:
+            await self._recheck(disk)
         manual = self._manual_requests > 0
         if manual:
             self._manual_requests -= 1
@@ -121,7 +143,7 @@ class RetentionService(PeriodicService):
 
     def _set_disk_full(self, full: bool) -> None:
         if full != self.disk_full:
-            log.warning("disk_full" if full else "disk_space_recovered",
+            log.warning("disk_full" if full else "disk_space_recovered", dir=self._config.commit_log_dir,
                         ratio=self._config.disk_space_warning_level_ratio, refusing_puts=full)
             if self._on_disk_full is not None:
                 self._on_disk_full(full)

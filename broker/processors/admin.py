@@ -130,6 +130,20 @@ class AdminBrokerProcessor:
 
     # -- runtime -------------------------------------------------------------------------------------------
 
+    def _disk_info(self) -> dict[str, str]:
+        """RocketMQ's disk keys (as of the store's last check: no statvfs here) and whether sends are taken."""
+        store = self.store
+        disk = store.disk
+        info = {"diskFull": str(store.disk_full).lower(), "storeWritable": str(store.writable).lower()}
+        if disk is not None:
+            info["commitLogDiskRatio"] = str(round(disk.ratio, 4))
+            info["commitLogDirCapacity"] = (f"Total : {disk.total / (1 << 30):.2f} GiB, "
+                                            f"Free : {disk.available / (1 << 30):.2f} GiB.")
+        reason = store.not_writable_reason
+        if store.disk_full and reason is not None:
+            info["diskFullReason"] = reason
+        return info
+
     def get_broker_runtime_info(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         table = {
             "brokerVersion": str(BROKER_VERSION),
@@ -146,6 +160,7 @@ class AdminBrokerProcessor:
             "commitLogMinOffset": str(self.store.min_phy_offset),
             "commitLogFlushedOffset": str(self.store.flushed_phy_offset),
             "topicCount": str(len(self.topics.table)),
+            **self._disk_info(),
         }
         if self.extra_runtime_info is not None:
             table.update(self.extra_runtime_info())

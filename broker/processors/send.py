@@ -35,7 +35,7 @@ from remoting.errors import InvalidHeaderError
 from remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.message_store import MessageStore
-from store.results import PutMessageResult
+from store.results import PutMessageResult, PutMessageStatus
 
 SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
 
@@ -236,6 +236,8 @@ class SendMessageProcessor:
         code, remark = put_status_to_response(result.status)
         append = result.append_result
         if not result.status.is_stored or append is None:
+            if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+                remark = f"service not available now: {self.store.not_writable_reason or 'the store is not writable'}"
             return req.response(code, remark)
         msg_id = ",".join(append.msg_ids) if batch else append.msg_id
         fields = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset),

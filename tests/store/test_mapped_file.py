@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import os
 import threading
 from pathlib import Path
@@ -10,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from store.errors import StoreError
-from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue, file_name_for, run_flush_plan
+from store.mapped_file import (
+    MappedFile,
+    MappedFileAllocator,
+    MappedFileQueue,
+    file_name_for,
+    is_no_space,
+    run_flush_plan,
+)
 
 SIZE = 8192
 
@@ -24,6 +32,7 @@ def test_create_select_flush_close(tmp_path: Path) -> None:
     path = str(tmp_path / file_name_for(SIZE))
     mapped = MappedFile.create(path, SIZE)
     assert os.path.getsize(path) == SIZE
+    assert os.stat(path).st_blocks == 0  # sparse: its size costs no disk
     assert not os.path.exists(path + ".tmp")
     assert mapped.file_from_offset == SIZE and mapped.file_end_offset == 2 * SIZE
     mapped.view[0:5] = b"hello"
@@ -159,34 +168,103 @@ def test_allocator_creates_ahead_in_its_thread(tmp_path: Path, monkeypatch: pyte
     assert sorted(os.listdir(tmp_path)) == [file_name_for(0), file_name_for(SIZE), file_name_for(2 * SIZE)]
 
 
-def test_closing_the_allocator_mid_creation_stops_the_warm_up(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """Shutdown while the next file is still being created: that file is closed as soon as it exists, so
-    its warm-up (reading the whole file, seconds for 1 GiB) stops at once instead of delaying exit."""
+def test_closing_the_allocator_mid_creation_closes_the_file(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shutdown while the next file is still being created: that file is closed as soon as it exists."""
     executor = concurrent.futures.ThreadPoolExecutor(1)
     allocator = MappedFileAllocator(executor)
     creating, release = threading.Event(), threading.Event()
-    warmed: list[int] = []
-    original_create, original_warm = MappedFile.create, MappedFile.warm
+    original_create = MappedFile.create
 
     def slow_create(path: str, size: int) -> MappedFile:
         creating.set()
         assert release.wait(10)
         return original_create(path, size)
 
-    def counting_warm(self: MappedFile, start: int = 0, end: int | None = None) -> None:
-        warmed.append(0 if self.closed else 1)
-        original_warm(self, start, end)
-
     monkeypatch.setattr(MappedFile, "create", slow_create)
-    monkeypatch.setattr(MappedFile, "warm", counting_warm)
-    future = allocator.request(os.path.join(str(tmp_path), file_name_for(0)), SIZE, warm=True)
+    future = allocator.request(os.path.join(str(tmp_path), file_name_for(0)), SIZE, warm=True, reserve=SIZE)
     assert future is not None and creating.wait(10)
     allocator.close()  # the file is not created yet
     release.set()
     executor.shutdown(wait=True)
     assert future.result().closed
-    assert warmed == [0]  # the warm-up found the file closed and read nothing
+
+
+def blocks(path: str | Path) -> int:
+    """Bytes of disk a file takes."""
+    return os.stat(path).st_blocks * 512
+
+
+def test_reserve_allocates_and_publishes_only_the_range(tmp_path: Path) -> None:
+    mapped = MappedFile.create(str(tmp_path / file_name_for(0)), 1 << 20)
+    mapped.reserve(100, 5000, warm=True)  # widened to pages
+    assert mapped.reserved == 8192 and blocks(mapped.path) == 8192
+    mapped.reserve(0, 4096, warm=False)  # already reserved: nothing to do
+    assert mapped.reserved == 8192
+    mapped.reserve(0, 2 << 20, warm=False)  # capped at the file
+    assert mapped.reserved == 1 << 20 and blocks(mapped.path) == 1 << 20
+    mapped.close()
+    mapped.reserve(0, 1, warm=True)  # a closed file is left alone
+
+
+def test_window_stays_ahead_of_the_writer_and_crosses_into_the_next_file(tmp_path: Path) -> None:
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    window = 64 * 1024
+    queue = MappedFileQueue(str(tmp_path), 256 * 1024, MappedFileAllocator(executor), warm=True, window=window)
+    try:
+        first = queue.roll(0)  # the next one is requested (sparse)
+        assert not queue.make_room(first, 100)  # nothing reserved yet: a reservation is asked for
+        wait_reservation(queue)
+        assert queue.make_room(first, 100) and first.reserved >= 100 + window
+        assert first.limit <= first.reserved
+        written = 0
+        while written < first.file_size - 100:  # a writer that only writes where make_room said yes
+            end = min(written + 1000, first.file_size)
+            if end > first.limit and not queue.make_room(first, end):
+                wait_reservation(queue)
+                continue
+            written = first.wrote_position = end
+            assert blocks(first.path) <= _page_up(written) + window + 4096
+        wait_reservation(queue)
+        following = queue.allocator.pending(os.path.join(str(tmp_path), file_name_for(first.file_size)))
+        assert following is not None
+        second = following.result(timeout=10)
+        assert 0 < second.reserved <= window and blocks(second.path) == second.reserved
+    finally:
+        queue.allocator.close()
+        executor.shutdown(wait=True)
+        for m in queue.files:
+            m.close()
+
+
+def test_reserve_now_and_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    queue = MappedFileQueue(str(tmp_path), 256 * 1024, MappedFileAllocator(None), window=16384)
+    seen: list[tuple[str, int | None]] = []
+    queue.allocator.on_no_space = lambda path, exc: seen.append((path, exc.errno))
+    mapped = queue.roll(0)
+    queue.reserve_now(mapped, 5000)
+    assert mapped.reserved >= 5000
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    reserved = mapped.reserved
+    with pytest.raises(OSError) as caught:
+        queue.reserve_now(mapped, reserved + 100)
+    assert is_no_space(caught.value) and mapped.reserved == reserved  # nothing published
+    assert seen and seen[0] == (mapped.path, errno.ENOSPC)
+    mapped.close()
+
+
+def wait_reservation(queue: MappedFileQueue) -> None:
+    pending = queue.reservation()
+    if pending is not None:
+        pending.result(timeout=10)
+
+
+def _page_up(n: int) -> int:
+    return -(-n // 4096) * 4096
 
 
 def test_allocator_reuses_an_existing_zero_file(tmp_path: Path) -> None:

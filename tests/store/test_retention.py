@@ -112,7 +112,8 @@ async def test_disk_pressure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
                                   disk_space_clean_forcibly_ratio=85, disk_space_warning_level_ratio=90))
     await s.start()
     usage = {"ratio": 0.5}
-    monkeypatch.setattr(store.retention, "disk_usage_ratio", lambda _path: usage["ratio"])
+    monkeypatch.setattr(store.retention, "disk_state",
+                        lambda _path: store.retention.DiskState(usage["ratio"], 1 << 40, 1 << 39))
     try:
         await filled(s, 6)
         age(s, 1, hours=2)
