@@ -42,6 +42,7 @@ import msgpack
 
 from common.errors import FieldFormatError
 from common.fields import as_dict, as_int, as_list, as_opt_str, as_str, as_str_list, pick
+from common.inflate import InflateError, inflate_bounded
 from common.topic_config import DataVersion, TopicConfig
 from remoting import fastjson
 from remoting.codes import ROCKETMQ_VERSION, SerializeType
@@ -497,16 +498,10 @@ def _encode_compressed(body: RegisterBrokerBody) -> bytes:
 
 
 def _inflate(data: bytes) -> bytes:
-    inflater = zlib.decompressobj()
     try:
-        raw = inflater.decompress(data, MAX_INFLATED_REGISTER_BODY)
-    except zlib.error as exc:
+        return inflate_bounded(data, MAX_INFLATED_REGISTER_BODY)
+    except InflateError as exc:
         raise BodyDecodeError(f"compressed register body: {exc}") from None
-    if inflater.unconsumed_tail:
-        raise BodyDecodeError(f"compressed register body inflates beyond {MAX_INFLATED_REGISTER_BODY} bytes")
-    if not inflater.eof:
-        raise BodyDecodeError("compressed register body is truncated")
-    return raw
 
 
 class _Reader:

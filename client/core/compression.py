@@ -11,6 +11,7 @@ from __future__ import annotations
 import zlib
 
 from client.core.errors import CompressionError
+from common.inflate import InflateError, inflate_bounded
 from remoting.command import Body
 
 __all__ = [
@@ -66,13 +67,7 @@ def decompress_body(body: Body, sys_flag: int, *, max_size: int = MAX_DECOMPRESS
     kind = (sys_flag & _COMPRESSION_TYPE_MASK) >> _COMPRESSION_TYPE_SHIFT
     if kind not in _ZLIB_TYPES:
         raise CompressionError(f"compression type {_TYPE_NAMES.get(kind, kind)} is not supported")
-    inflater = zlib.decompressobj()
     try:
-        plain = inflater.decompress(body, max_size)
-    except zlib.error as exc:
-        raise CompressionError(f"corrupt compressed body: {exc}") from None
-    if inflater.unconsumed_tail:
-        raise CompressionError(f"decompressed body exceeds {max_size} bytes")
-    if not inflater.eof:
-        raise CompressionError("compressed body is truncated")
-    return plain
+        return inflate_bounded(body, max_size)
+    except InflateError as exc:
+        raise CompressionError(f"compressed body: {exc}") from None
