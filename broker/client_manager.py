@@ -104,6 +104,9 @@ class ClientChannel:
     client_id: str
     connection: Connection
     last_update: float
+    #: The client's language name and version ordinal, from its heartbeat's header (ConsumerConnection shows them).
+    language: str = "JAVA"
+    version: int = 0
 
 
 @dataclass(slots=True)
@@ -126,11 +129,12 @@ class ClientManager:
         self.producers: dict[str, dict[str, ClientChannel]] = {}
         self.consumers: dict[str, ConsumerGroupInfo] = {}
 
-    def heartbeat(self, data: HeartbeatData, conn: Connection) -> list[str]:
+    def heartbeat(self, data: HeartbeatData, conn: Connection, language: str = "JAVA", version: int = 0) -> list[str]:
         """Record a heartbeat; returns the consumer groups whose membership changed."""
         now = time.monotonic()
         for group in data.producer_groups:
-            self.producers.setdefault(group, {})[data.client_id] = ClientChannel(data.client_id, conn, now)
+            self.producers.setdefault(group, {})[data.client_id] = ClientChannel(data.client_id, conn, now,
+                                                                                 language, version)
         changed = []
         for consumer in data.consumers:
             info = self.consumers.get(consumer.group_name)
@@ -144,7 +148,7 @@ class ClientManager:
             info.subscriptions = {s.topic: s for s in consumer.subscriptions}
             if data.client_id not in info.channels:
                 changed.append(consumer.group_name)
-            info.channels[data.client_id] = ClientChannel(data.client_id, conn, now)
+            info.channels[data.client_id] = ClientChannel(data.client_id, conn, now, language, version)
         return changed
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> list[str]:
@@ -173,3 +177,21 @@ class ClientManager:
 
     def producer_count(self) -> int:
         return sum(len(g) for g in self.producers.values())
+
+    # -- admin look-ups (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, resets) -------------------------
+
+    def consumer_channel(self, group: str, client_id: str) -> ClientChannel | None:
+        """The live channel of one consumer client of ``group``, None when it is not connected."""
+        info = self.consumers.get(group)
+        channel = info.channels.get(client_id) if info is not None else None
+        return channel if channel is not None and not channel.connection.is_closed else None
+
+    def live_consumer_channels(self, group: str) -> list[ClientChannel]:
+        info = self.consumers.get(group)
+        if info is None:
+            return []
+        return [ch for _cid, ch in sorted(info.channels.items()) if not ch.connection.is_closed]
+
+    def groups_consuming(self, topic: str) -> list[str]:
+        """Online consumer groups subscribed to ``topic``."""
+        return sorted(name for name, info in self.consumers.items() if info.channels and topic in info.subscriptions)

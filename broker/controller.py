@@ -18,6 +18,7 @@ import struct
 
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig, BrokerRole
+from broker.exporter_metrics import ExporterMetrics
 from broker.long_polling import PullRequestHoldService
 from broker.metadata import (
     ConsumerOffsetManager,
@@ -28,6 +29,10 @@ from broker.metadata import (
     save_topics,
 )
 from broker.processors.admin import AdminBrokerProcessor
+from broker.processors.admin_clients import AdminClientsProcessor
+from broker.processors.admin_config import AdminConfigProcessor
+from broker.processors.admin_groups import AdminGroupsProcessor
+from broker.processors.admin_stats import AdminStatsProcessor
 from broker.processors.client_manage import ClientManageProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
 from broker.processors.pull import PullMessageProcessor
@@ -77,6 +82,7 @@ class BrokerController:
         self.outer_api = BrokerOuterAPI(self.client, split_namesrv_addr(config.namesrv_addr),
                                         timeout=config.register_broker_timeout_mills / 1000)
         self.stats = BrokerStats()
+        self.stats.cluster = config.broker_cluster_name  # the key of BROKER_PUT_NUMS / BROKER_GET_NUMS
         self.clients = ClientManager()
         self.topics = TopicConfigManager(
             cluster_name=config.broker_cluster_name, broker_name=config.broker_name,
@@ -186,18 +192,32 @@ class BrokerController:
             hold=self.hold, is_master=self.config.is_master, broker_permission=lambda: self.config.broker_permission,
             slave_read_enable=self.config.slave_read_enable, on_get=self.stats.on_get,
         )
+        self.admin_stats = AdminStatsProcessor(
+            store=store, topics=self.topics, offsets=self.offsets, groups=self.groups, clients=self.clients,
+            stats=self.stats, broker_name=self.config.broker_name, broker_addr=lambda: self.addr)
+        admin_more = (
+            AdminGroupsProcessor(groups=self.groups, offsets=self.offsets), self.admin_stats,
+            AdminClientsProcessor(store=store, topics=self.topics, clients=self.clients, offsets=self.offsets,
+                                  broker_name=self.config.broker_name),
+            AdminConfigProcessor(get_config=lambda: self.config, set_config=self._set_config, topics=self.topics,
+                                 groups=self.groups, broker_addr=lambda: self.addr, register_now=self.register_all),
+        )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
                                      role=lambda: self.config.broker_role.name, register_now=self.register_all,
                                      extra_runtime_info=self._ha_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
                                                       on_group_changed=self.consumer_processor.notify_ids_changed)
-        for processor in (send, pull, admin, self.client_processor, self.consumer_processor):
+        for processor in (send, pull, admin, self.client_processor, self.consumer_processor, *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
         for code, handler in handlers.items():
             self.server.register(code, handler)
         self.server.on_connection_closed(self._connection_closed)
+
+    def _set_config(self, config: BrokerConfig) -> None:
+        """UPDATE_BROKER_CONFIG's run-time keys (see broker.processors.admin_config)."""
+        self.config = config
 
     def _connection_closed(self, conn: Connection) -> None:
         self.client_processor.connection_closed(conn)
@@ -361,6 +381,7 @@ class BrokerController:
         m.gauge("pocketmq_ha_slave_lag_bytes", "Bytes each slave is behind this master", ["slave"],
                 lambda: [((str(s.address),), max(0, self.store.max_phy_offset - s.ack_offset))
                          for s in self.ha_service.attached_slaves] if self.ha_service and self.store else [])
+        ExporterMetrics(self).register(m)  # rocketmq-exporter's names and labels
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
 

@@ -65,6 +65,17 @@ class ConsumerOffsetManager(ConsumerOffsetTable):
             super().commit_offset(group, topic, queue_id, offset)
             self.dirty = True
 
+    def remove_group(self, group: str) -> None:
+        before = len(self.offset_table)
+        super().remove_group(group)
+        self.dirty = self.dirty or len(self.offset_table) != before
+
+    def reset_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Set a group's offsets in ``topic`` (an admin's reset: lower offsets are taken too)."""
+        for queue_id, offset in offsets.items():
+            super().commit_offset(group, topic, queue_id, offset)
+        self.dirty = True
+
     def merge_max(self, other: dict[str, dict[int, int]]) -> None:
         """Take ``other``'s offsets where they are ahead (a slave that served consumers, apache/rocketmq#1094)."""
         for key, queues in other.items():
@@ -89,6 +100,12 @@ class SubscriptionGroupManager(SubscriptionGroupTable):
 
     def mark_persisted(self) -> None:
         self._persisted_counter = self.data_version.counter
+
+    def update(self, config: SubscriptionGroupConfig) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace (persisted by the 5 s loop: the version moves)."""
+        if config.group_name not in self.table and len(self.table) >= MAX_GROUPS:
+            raise OverflowError(f"more than {MAX_GROUPS} subscription groups")
+        self.put(config)
 
     def find_or_create(self, group: str) -> SubscriptionGroupConfig | None:
         config = self.get(group)

@@ -7,6 +7,7 @@ import time
 
 from common.logs import get_logger
 from common.service import periodic
+from namesrv.admin_processor import NamesrvAdminProcessor
 from namesrv.config import NamesrvConfig
 from namesrv.kvconfig import KVConfigManager
 from namesrv.processor import NamesrvProcessor
@@ -37,6 +38,7 @@ class NamesrvController:
         )
         processor = NamesrvProcessor(self.routes, self.kv, order_message_enable=config.order_message_enable)
         handlers = processor.handlers()
+        handlers.update(NamesrvAdminProcessor(self.routes).handlers())
         # --- metrics ---
         self.metrics: Metrics | None = None
         self.metrics_server: MetricsServer | None = None

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from common.topic_config import DataVersion, TopicConfig
+from common.topic_config import DataVersion, PermName, TopicConfig
 from remoting.errors import InvalidHeaderError
 from remoting.route import MASTER_ID, BrokerData, ClusterInfo, QueueData, TopicConfigSerializeWrapper, TopicRouteData
 
@@ -294,6 +294,19 @@ class RouteInfoManager:
             broker_addr_table={name: bd.copy() for name, bd in self.broker_addr_table.items()},
             cluster_addr_table={cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
         )
+
+    def set_write_perm(self, broker_name: str, *, writable: bool) -> int:
+        """Take PERM_WRITE off (or put it on) every topic of ``broker_name``; returns the topics changed."""
+        count = 0
+        for queues in self.topic_queue_table.values():
+            queue_data = queues.get(broker_name)
+            if queue_data is None:
+                continue
+            perm = queue_data.perm | PermName.PERM_WRITE if writable else queue_data.perm & ~PermName.PERM_WRITE
+            if perm != queue_data.perm:
+                queue_data.perm = perm
+                count += 1
+        return count
 
     def get_all_topic_list(self) -> list[str]:
         return sorted(self.topic_queue_table)

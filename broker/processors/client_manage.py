@@ -10,13 +10,14 @@ from common.logs import get_logger
 from common.topic import retry_topic
 from common.topic_config import PermName
 from remoting import route as rd
-from remoting.codes import RequestCode, ResponseCode
+from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
 from remoting.errors import InvalidHeaderError
 from remoting.headers import UnregisterClientRequestHeader
 
 log = get_logger("broker.client_manage")
+_LANGUAGES = frozenset(int(c) for c in LanguageCode)
 
 
 class ClientManageProcessor:
@@ -42,7 +43,8 @@ class ClientManageProcessor:
             # Every consumer group gets its retry topic (one queue) on heartbeat, as RocketMQ does.
             self.topics.create_system_topic(retry_topic(consumer.group_name), 1,
                                             PermName.PERM_READ | PermName.PERM_WRITE)
-        for group in self.clients.heartbeat(data, conn):
+        language = LanguageCode(req.language).name if req.language in _LANGUAGES else "OTHER"
+        for group in self.clients.heartbeat(data, conn, language, req.version):
             log.info("consumer_joined", group=group, client=data.client_id)
             if self.on_group_changed is not None:
                 self.on_group_changed(group)

@@ -1,4 +1,4 @@
-"""Consumer management: offsets (14, 15, 43), group membership (38, 40, 203), consume stats (208),
+"""Consumer management: offsets (14, 15, 43), group membership (38, 40, 203), subscription groups (201),
 queue locks for orderly consumers (41, 42), and send-back for retry / dead letters (36)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any
 
 from broker.client_manager import ClientManager
 from broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
+from broker.processors.admin_clients import connection_json
 from broker.status import put_status_to_response
 from broker.topic_manager import TopicConfigManager
 from common.logs import get_logger
@@ -24,7 +25,6 @@ from remoting.errors import InvalidHeaderError, PocketMQError
 from remoting.headers import (
     ConsumerGroupRequestHeader,
     ConsumerSendMsgBackRequestHeader,
-    GetConsumeStatsRequestHeader,
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -78,7 +78,6 @@ class ConsumerManageProcessor:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_offsets,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.connection_list,
-            RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back,
@@ -131,8 +130,7 @@ class ConsumerManageProcessor:
         if info is None or not info.channels:
             return req.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
         body = {
-            "connectionSet": [{"clientId": ch.client_id, "clientAddr": ch.connection.remote_addr, "language": "JAVA",
-                               "version": 401} for ch in info.channels.values()],
+            "connectionSet": [connection_json(ch) for _cid, ch in sorted(info.channels.items())],
             "consumeType": info.consume_type.value, "messageModel": info.message_model.value,
             "consumeFromWhere": info.consume_from_where.value,
             "subscriptionTable": {t: s.to_json_dict() for t, s in info.subscriptions.items()},
@@ -153,26 +151,6 @@ class ConsumerManageProcessor:
                 channel.connection.send(request)
             except PocketMQError:
                 log.debug("notify_failed", group=group, client=channel.client_id)
-
-    # -- stats ---------------------------------------------------------------------------------------------
-
-    def consume_stats(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """Lag per queue. The offset table is a list of entries (RocketMQ keys a map by MessageQueue
-        objects, which JSON cannot express); each entry names its queue."""
-        h = GetConsumeStatsRequestHeader.from_command(req)
-        topics = [h.topic] if h.topic else sorted(self.offsets.topics_of_group(h.consumer_group))
-        entries = []
-        for topic in topics:
-            config = self.topics.get(topic)
-            if config is None:
-                continue
-            for queue_id in range(config.read_queue_nums):
-                broker_offset = self.store.get_max_offset_in_queue(topic, queue_id)
-                consumer_offset = max(self.offsets.query_offset(h.consumer_group, topic, queue_id), 0)
-                entries.append({**_mq_dict((topic, self.broker_name, queue_id)), "brokerOffset": broker_offset,
-                                "consumerOffset": consumer_offset, "lag": max(broker_offset - consumer_offset, 0)})
-        body = {"consumeTps": 0.0, "offsetTable": entries, "totalLag": sum(e["lag"] for e in entries)}
-        return req.response(ResponseCode.SUCCESS, body=rd.encode_body(body, req.serialize_type))
 
     # -- orderly locks -------------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ class PullMessageProcessor:
         is_master: bool,
         broker_permission: Callable[[], int],
         slave_read_enable: bool,
-        on_get: Callable[[int, int], None] | None = None,
+        on_get: Callable[[int, int, str, str], None] | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -134,6 +134,6 @@ class PullMessageProcessor:
         if code == ResponseCode.SUCCESS:
             body = b"".join(result.message_buffers)
             if self.on_get is not None:
-                self.on_get(result.message_count, len(body))
+                self.on_get(result.message_count, len(body), h.topic, h.consumer_group)
         result.release()
         return req.response(code, None if code == ResponseCode.SUCCESS else result.status.value, fields, body)

@@ -49,6 +49,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Unpack
 
+from client.consumer import admin_requests
 from client.consumer.broker_api import ConsumerAPI
 from client.consumer.config import ConsumerArgs, ConsumerConfig
 from client.consumer.consume_service import ConcurrentConsumeService, ConsumeService, OrderlyConsumeService
@@ -117,6 +118,7 @@ class PushConsumer(ClientMember):
         self._single = True
         self._batch_max_size = self.config.consume_message_batch_max_size
         self._parts: _Parts | None = None
+        self._started_ms = 0
         self._log = log.bind(group=self.group)
 
     # -- configuration ----------------------------------------------------------------------------------
@@ -217,7 +219,9 @@ class PushConsumer(ClientMember):
         if config.orderly and config.clustering:
             services.add_child(periodic(f"lock-queues-{self.group}", REBALANCE_LOCK_INTERVAL, rebalance.lock_all))
         self._parts = _Parts(context, consume, pulls, rebalance, services)
+        admin_requests.install(instance)  # the broker's 220/221/307/309 on an administrator's behalf
         consume.start()
+        self._started_ms = time.time_ns() // 1_000_000
         self._state = State.RUNNING
         for topic in list(self._subscriptions):
             try:
@@ -336,6 +340,51 @@ class PushConsumer(ClientMember):
     def rebalance_soon(self) -> None:
         if self._parts is not None:
             self._parts.rebalance.wakeup()
+
+    # -- what the broker asks for an administrator (admin_requests.AdminAnswering) -------------------------
+
+    def running_info(self) -> dict[str, Any]:
+        """RocketMQ's ``ConsumerRunningInfo`` body (maps keyed by queue: :class:`~remoting.mq_json.MQKey`)."""
+        parts = self._running_parts
+        held = parts.context.offsets.offsets()
+        config = self.config
+        properties = {
+            "PROP_CONSUME_TYPE": ConsumeType.CONSUME_PASSIVELY.value,
+            "PROP_CONSUMEORDERLY": str(config.orderly).lower(),
+            "PROP_THREADPOOL_CORE_SIZE": str(config.consume_thread_max), "PROP_CLIENT_VERSION": "V4_9_4",
+            "PROP_CONSUMER_START_TIMESTAMP": str(self._started_ms), "messageModel": config.message_model.value,
+            "consumeFromWhere": config.consume_from_where.value, "pullBatchSize": str(config.pull_batch_size),
+            "consumerGroup": self.group,
+        }
+        mq_table = {admin_requests.mq_key(mq): admin_requests.process_queue_info(pq, held.get(mq, -1))
+                    for mq, pq in sorted(parts.pulls.process_queues.items())}
+        status = {topic: {"consumeFailedMsgs": 0, "consumeFailedTPS": 0.0, "consumeOKTPS": 0.0, "consumeRT": 0.0,
+                          "pullRT": 0.0, "pullTPS": 0.0} for topic in sorted(self._subscriptions)}
+        return {"mqTable": mq_table, "properties": properties, "statusTable": status,
+                "subscriptionSet": [s.to_json_dict() for s in self._subscriptions.values()]}
+
+    def held_offsets(self, topic: str) -> dict[MessageQueue, int]:
+        return self._parts.context.offsets.offsets(topic) if self._parts is not None else {}
+
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: each held queue of ``offsets`` stops, drops what it cached, commits
+        the new offset and is added again by an immediate rebalance (which reads that offset back)."""
+        parts = self._running_parts
+        for mq, offset in offsets.items():
+            pq = await parts.pulls.stop_pull(mq)
+            if pq is None:
+                continue  # not ours: its owner resets it, or the broker already holds the new offset
+            pq.dropped = True
+            parts.context.offsets.update(mq, offset)
+            await parts.context.committer.commit_queue(mq)
+            parts.context.offsets.remove(mq)
+        parts.rebalance.wakeup()
+
+    async def consume_directly(self, msg: MessageExt) -> str:
+        """CONSUME_MESSAGE_DIRECTLY: the handler once, outside the queues; ``CR_SUCCESS`` or ``CR_LATER``."""
+        assert self._handler is not None
+        call = _handler_call(self._handler, self._single, self._log)
+        return admin_requests.consume_result_name(await call([msg]) is ConsumeResult.SUCCESS)
 
     # -- what the consume services ask (ConsumeOwner) ----------------------------------------------------
 

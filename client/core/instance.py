@@ -220,6 +220,10 @@ class MQClientInstance:
     def consumer_groups(self) -> list[str]:
         return list(self._consumers)
 
+    def consumer(self, group: str) -> ConsumerRegistration | None:
+        """The consumer of ``group`` in this client, if any (the broker's admin requests name one)."""
+        return self._consumers.get(group)
+
     def _on_consumer_ids_changed(self, request: RemotingCommand, conn: Connection) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED (40), pushed by a broker: rebalance the group now (no answer)."""
         try:
