@@ -12,6 +12,7 @@ from typing import Any
 
 from common.message import parse_properties
 from common.record import Blank, MessageRecord, decode_message_id, decode_record
+from remoting import mq_json
 from remoting import route as rd
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -27,6 +28,7 @@ from remoting.headers import (
     TopicQueueRequestHeader,
     ViewMessageRequestHeader,
 )
+from remoting.mq_json import MQKey
 
 __all__ = ["AdminClient", "AdminError", "BrokerInfo", "QueueStatus", "split_namesrv"]
 
@@ -192,12 +194,23 @@ class AdminClient:
         return addrs
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> dict[str, Any]:
-        """GET_CONSUME_STATS from every master, merged: ``{"offsetTable": [...], "totalLag": n}``."""
+        """GET_CONSUME_STATS from every master, merged: ``{"offsetTable": [...], "totalLag": n}`` (the
+        brokers key ``offsetTable`` by MessageQueue objects, fastjson's form; entries here name their queue)."""
         fields = GetConsumeStatsRequestHeader(group, topic).to_fields()
         entries: list[dict[str, Any]] = []
         for addr in await self.master_addrs():
-            body = self.body(await self.call(addr, RequestCode.GET_CONSUME_STATS, fields))
-            entries.extend(dict(e) for e in body.get("offsetTable") or [])
+            resp = await self.call(addr, RequestCode.GET_CONSUME_STATS, fields,
+                                   ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+            if resp.code != ResponseCode.SUCCESS:
+                continue  # the topic is on other brokers
+            try:
+                body = mq_json.loads(bytes(resp.body or b"{}"))
+            except ValueError as exc:
+                raise AdminError(f"{addr}: undecodable ConsumeStats: {exc}") from None
+            for key, wrapper in (body.get("offsetTable") or {}).items():
+                if isinstance(key, MQKey) and isinstance(wrapper, dict):
+                    lag = max(int(wrapper.get("brokerOffset", 0)) - int(wrapper.get("consumerOffset", 0)), 0)
+                    entries.append({**key.to_json_dict(), **wrapper, "lag": lag})
         entries.sort(key=lambda e: (str(e.get("topic")), str(e.get("brokerName")), int(e.get("queueId", 0))))
         return {"group": group, "offsetTable": entries, "totalLag": sum(int(e.get("lag", 0)) for e in entries)}
 

@@ -2,7 +2,9 @@
 
 Commands keep ``mqadmin``'s names: ``clusterList``, ``topicList``, ``topicRoute``, ``topicStatus``,
 ``updateTopic``, ``deleteTopic``, ``brokerStatus``, ``consumerProgress``, ``sendMessage``, ``queryMsgById``,
-plus ``export`` (a broker's commit log, :mod:`admin.export`). Output is a human table, or JSON with
+plus ``export`` (a broker's commit log, :mod:`admin.export`); the operations commands live in
+``admin/commands_*.py`` (subscription groups, clients and offsets, broker stats/config/permission) and
+register themselves here. ``-n`` is taken before or after the command name. Output is a human table, or JSON with
 ``--json``. Name servers come from ``-n "a:9876;b:9876"`` or ``NAMESRV_ADDR`` (default ``127.0.0.1:9876``).
 Exit status: 0 success, 1 a request failed (the reason on stderr), 2 bad usage.
 """
@@ -15,25 +17,18 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Sequence
 from typing import Any
 
+from admin import commands_broker, commands_clients, commands_groups
 from admin.api import AdminClient, AdminError, record_dict, split_namesrv
+from admin.output import Command, emit, table
 from common.logs import configure_logging
 from remoting import route as rd
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A left-aligned text table."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
-
-
-def _out(args: argparse.Namespace, data: Any, text: str) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True) if args.json else text)
+_out = emit
 
 
 # -- commands ------------------------------------------------------------------------------------------------
@@ -134,7 +129,7 @@ async def cmd_query_msg_by_id(admin: AdminClient, args: argparse.Namespace) -> N
     _out(args, data, "\n".join(f"{k:<{width}} : {v}" for k, v in data.items()))
 
 
-COMMANDS = {
+COMMANDS: dict[str, Command] = {
     "clusterList": cmd_cluster_list, "topicList": cmd_topic_list, "topicRoute": cmd_topic_route,
     "topicStatus": cmd_topic_status, "updateTopic": cmd_update_topic, "deleteTopic": cmd_delete_topic,
     "brokerStatus": cmd_broker_status, "consumerProgress": cmd_consumer_progress,
@@ -144,12 +139,16 @@ COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-n", "--namesrv-addr", default=os.environ.get("NAMESRV_ADDR", DEFAULT_NAMESRV),
+    common.add_argument("-n", "--namesrv-addr", default=None,
                         help="name servers, ';'-separated (default $NAMESRV_ADDR or 127.0.0.1:9876)")
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
     p = argparse.ArgumentParser(prog="rmq-admin", description="PocketMQ admin tool (mqadmin-style commands)")
+    # mqadmin takes -n before the command name too: "rmq-admin -n ns:9876 topicList"
+    p.add_argument("-n", "--namesrv-addr", dest="namesrv_before", default=None, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
+    for module in (commands_groups, commands_clients, commands_broker):
+        COMMANDS.update(module.register(sub, common))
     s = sub.add_parser("clusterList", parents=[common], help="brokers per cluster with role and TPS")
     s.add_argument("-c", "--cluster")
     sub.add_parser("topicList", parents=[common], help="every topic the name servers know")
@@ -203,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in ("export", "verify-export"):
         return _dispatch_export(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
+    args.namesrv_addr = (args.namesrv_addr or args.namesrv_before or os.environ.get("NAMESRV_ADDR")
+                         or DEFAULT_NAMESRV)
     configure_logging("console", "WARNING")  # the SDK's info logs would mix with the output
     try:
         return asyncio.run(run(args))

@@ -16,7 +16,7 @@ exporter's per-broker series.
 | rocketmq_consumer_tps / rocketmq_consumer_message_size | cluster, broker, topic, group | got per second |
 | rocketmq_consumer_offset | cluster, broker, topic, group | sum of the group's consumer offsets |
 | rocketmq_group_diff / _retrydiff / _dlqdiff | group, topic, countOfOnlineConsumers, msgModel | lag (messages) |
-| rocketmq_group_get_latency_by_storetime | cluster, broker, topic, group | ms since the oldest unconsumed message was stored |
+| rocketmq_group_get_latency_by_storetime | cluster, broker, topic, group | ms the oldest unconsumed message waits |
 | rocketmq_brokeruntime_* | cluster, brokerIP, brokerHost, des, boottime, broker_version | runtime info |
 
 ``msgModel`` is the ordinal the exporter writes (``1`` = CLUSTERING, ``0`` = BROADCASTING). Diffs are

@@ -155,7 +155,7 @@ class AdminStatsProcessor:
         spans = []
         now = _now_ms()
         for queue_id in range(config.write_queue_nums):
-            min_time = self.store.get_earliest_message_time(h.topic, queue_id)
+            min_time = max(self.store.get_earliest_message_time(h.topic, queue_id), 0)
             high = self.store.get_max_offset_in_queue(h.topic, queue_id)
             max_time = self._store_time(h.topic, queue_id, high - 1) if high > 0 else 0
             consumer_offset = self.offsets.query_offset(h.group, h.topic, queue_id)
