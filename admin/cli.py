@@ -147,8 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
     # mqadmin takes -n before the command name too: "rmq-admin -n ns:9876 topicList"
     p.add_argument("-n", "--namesrv-addr", dest="namesrv_before", default=None, help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (commands_groups, commands_clients, commands_broker):
-        COMMANDS.update(module.register(sub, common))
     s = sub.add_parser("clusterList", parents=[common], help="brokers per cluster with role and TPS")
     s.add_argument("-c", "--cluster")
     sub.add_parser("topicList", parents=[common], help="every topic the name servers know")
@@ -182,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--count", type=int, default=1)
     s = sub.add_parser("queryMsgById", parents=[common], help="a stored message by its offset msgId")
     s.add_argument("-i", "--msg-id", required=True)
+    for module in (commands_groups, commands_clients, commands_broker):
+        COMMANDS.update(module.register(sub, common))
     sub.add_parser("export", help="copy a broker's commit log (see rmq-admin export -h)", add_help=False)
     sub.add_parser("verify-export", help="check an export against its manifest", add_help=False)
     return p

@@ -81,7 +81,7 @@ async def cmd_cluster_rt(admin: AdminClient, args: argparse.Namespace) -> None:
     brokers = [b for b in await admin.brokers(args.cluster) if b.broker_id == rd.MASTER_ID]
     if not brokers:
         raise AdminError("no master broker found")
-    rows = []
+    rows: list[dict[str, Any]] = []
     async with Producer("rmq-admin-cluster-rt", namesrv_addr=";".join(admin.namesrv_addrs)) as producer:
         for b in brokers:
             ok = failed = 0

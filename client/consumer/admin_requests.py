@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from client.consumer.process_queue import ProcessQueue
 from client.core.message import MessageQueue
 from client.core.message_ext import MessageExt, decode_messages
 from common.logs import get_logger
@@ -151,9 +152,9 @@ async def _consume_directly(instance: MQClientInstance, req: RemotingCommand, co
     return req.response(ResponseCode.SUCCESS, body=mq_json.dumps(body))
 
 
-def process_queue_info(pq: Any, commit_offset: int) -> dict[str, Any]:
+def process_queue_info(pq: ProcessQueue, commit_offset: int) -> dict[str, Any]:
     """RocketMQ's ``ProcessQueueInfo`` of one process queue."""
-    low = pq.min_offset()
+    low = pq.min_offset
     to_epoch_ms = time.time() * 1000 - time.monotonic() * 1000  # the process queue keeps monotonic seconds
 
     def epoch(stamp: float) -> int:
