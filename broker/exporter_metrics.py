@@ -27,9 +27,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.client_manager import ClientManager
+from broker.config import BrokerConfig
+from broker.metadata import ConsumerOffsetManager
 from broker.processors.admin import BROKER_VERSION_DESC
+from broker.processors.admin_stats import AdminStatsProcessor
 from broker.stats import (
     BROKER_GET_NUMS,
     BROKER_PUT_NUMS,
@@ -37,13 +41,28 @@ from broker.stats import (
     GROUP_GET_SIZE,
     TOPIC_PUT_NUMS,
     TOPIC_PUT_SIZE,
+    BrokerStats,
 )
+from broker.topic_manager import TopicConfigManager
 from common.consumer import MessageModel
 from common.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from remoting.metrics import Metrics
+from store.message_store import MessageStore
 
-if TYPE_CHECKING:
-    from broker.controller import BrokerController
+
+class MetricsSource(Protocol):
+    """What the gauges read: the broker controller's tables (attributes read at every scrape)."""
+
+    config: BrokerConfig
+    stats: BrokerStats
+    store: MessageStore | None
+    topics: TopicConfigManager
+    offsets: ConsumerOffsetManager
+    clients: ClientManager
+    admin_stats: AdminStatsProcessor
+
+    @property
+    def addr(self) -> str: ...
 
 Sample = tuple[tuple[str, ...], float]
 RUNTIME_LABELS = ("cluster", "brokerIP", "brokerHost", "des", "boottime", "broker_version")
@@ -56,7 +75,7 @@ _GROUP_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 class ExporterMetrics:
     """Registers the exporter-named gauges on ``metrics``; every value is read from ``broker`` at scrape."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: MetricsSource) -> None:
         self.b = broker
 
     def register(self, m: Metrics) -> None:
