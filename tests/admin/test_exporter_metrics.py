@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tests.client.consumer.consumer_support import (
 )
 from tests.helpers import eventually
 
+DASHBOARD = Path(__file__).resolve().parents[2] / "conf" / "grafana" / "pocketmq-rocketmq.json"
 TOPIC = "MetT"
 LIVE = "MetLiveG"
 LAGGING = "MetLagG"
@@ -121,4 +123,7 @@ async def test_exporter_names_and_labels_are_scraped(tmp_path: Path) -> None:
         runtime = s["rocketmq_brokeruntime_msg_put_total_today_now"]
         assert runtime[0][0]["broker_version"].startswith("V4_9_4") and runtime[0][1] == SENT  # send-backs are not puts
         assert s["pocketmq_messages_put_total"]  # today's metrics are still there
-        json.dumps(s)  # plain data
+        dashboard = json.loads(DASHBOARD.read_text())
+        exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+        used = {name for e in exprs for name in re.findall(r"rocketmq_\w+", e)}
+        assert used and used <= set(s), f"the Grafana dashboard uses metrics no broker serves: {used - set(s)}"
