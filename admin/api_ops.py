@@ -23,7 +23,6 @@ from remoting.admin_headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetProducerConnectionListRequestHeader,
-    GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader,
@@ -171,12 +170,6 @@ async def consumed_by(admin: AdminClient, addr: str, topic: str) -> list[str]:
     fields = QueryTopicConsumeByWhoRequestHeader(topic).to_fields()
     return sorted(admin.body(await admin.call(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, fields))
                   .get("groupList") or [])
-
-
-async def topic_stats(admin: AdminClient, addr: str, topic: str) -> list[dict[str, Any]]:
-    fields = GetTopicStatsInfoRequestHeader(topic).to_fields()
-    body = mq_body(await admin.call(addr, RequestCode.GET_TOPIC_STATS_INFO, fields))
-    return mq_entries(body.get("offsetTable") if isinstance(body, dict) else None)
 
 
 # -- broker config and write permission ---------------------------------------------------------------------
