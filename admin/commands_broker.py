@@ -11,7 +11,7 @@ from typing import Any
 
 from admin import api_ops
 from admin.api import AdminClient, AdminError
-from admin.output import Command, emit, key_values, table
+from admin.output import Command, emit, key_values, table, where_flags
 from common.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from remoting import route as rd
 from remoting.codes import RequestCode
@@ -165,11 +165,6 @@ async def cmd_print_msg(admin: AdminClient, args: argparse.Namespace) -> None:
     emit(args, out, table(["#Broker", "#QID", "#Offset", "#MsgId", "#Tags", "#Body"], rows))
 
 
-def _where(s: argparse.ArgumentParser) -> None:
-    where = s.add_mutually_exclusive_group()
-    where.add_argument("-b", "--broker", help="one broker address")
-    where.add_argument("-c", "--cluster", help="every master of this cluster (default: every master)")
-
 
 def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
     s = sub.add_parser("topicClusterList", parents=[common], help="clusters a topic is on")
@@ -182,9 +177,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
     s.add_argument("-s", "--size", type=int, default=128)
     s.add_argument("-c", "--cluster")
     s = sub.add_parser("getBrokerConfig", parents=[common], help="a broker's effective configuration")
-    _where(s)
+    where_flags(s)
     s = sub.add_parser("updateBrokerConfig", parents=[common], help="change a run-time broker key")
-    _where(s)
+    where_flags(s)
     s.add_argument("-k", "--key", required=True)
     s.add_argument("-v", "--value", required=True)
     for name, text in (("wipeWritePerm", "take write permission off a broker in the name servers"),

@@ -12,7 +12,7 @@ from typing import Any
 
 from admin import api_ops
 from admin.api import AdminClient, AdminError
-from admin.output import Command, emit, key_values, table
+from admin.output import Command, bool_arg, emit, key_values, table
 
 
 def parse_timestamp(text: str) -> int:
@@ -28,12 +28,6 @@ def parse_timestamp(text: str) -> int:
         raise argparse.ArgumentTypeError(f"timestamp {text!r}: want ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS") from None
     return int(stamp.timestamp() * 1000)
 
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
-    return value == "true"
 
 
 async def cmd_consumer_connection(admin: AdminClient, args: argparse.Namespace) -> None:
@@ -132,7 +126,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
         if name == "resetOffsetByTime":
             s.add_argument("-s", "--timestamp", type=parse_timestamp, required=True,
                            help="ms, 'now', or yyyy-MM-dd#HH:mm:ss:SSS")
-            s.add_argument("-f", "--force", type=_bool, nargs="?", const=True, default=True,
+            s.add_argument("-f", "--force", type=bool_arg, nargs="?", const=True, default=True,
                            help="also move offsets forward (default true)")
     return {"consumerConnection": cmd_consumer_connection, "producerConnection": cmd_producer_connection,
             "consumerStatus": cmd_consumer_status, "resetOffsetByTime": cmd_reset_offset_by_time,

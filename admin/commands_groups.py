@@ -8,14 +8,7 @@ from typing import Any
 
 from admin import api_ops
 from admin.api import AdminClient, AdminError
-from admin.output import Command, emit, key_values, table
-
-
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
-    return value == "true"
+from admin.output import Command, bool_arg, emit, key_values, table, where_flags
 
 
 async def cmd_update_sub_group(admin: AdminClient, args: argparse.Namespace) -> None:
@@ -65,33 +58,28 @@ async def cmd_get_sub_group(admin: AdminClient, args: argparse.Namespace) -> Non
     emit(args, groups, _group_rows(groups))
 
 
-def _where(s: argparse.ArgumentParser) -> None:
-    where = s.add_mutually_exclusive_group()
-    where.add_argument("-b", "--broker", help="one broker address")
-    where.add_argument("-c", "--cluster", help="every master of this cluster (default: every master)")
-
 
 def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
     s = sub.add_parser("updateSubGroup", parents=[common], help="create or change a subscription group")
-    _where(s)
+    where_flags(s)
     s.add_argument("-g", "--group", required=True)
-    s.add_argument("-s", "--consume-enable", type=_bool, default=True)
-    s.add_argument("-m", "--consume-from-min-enable", type=_bool, default=True)
-    s.add_argument("-d", "--consume-broadcast-enable", type=_bool, default=True)
+    s.add_argument("-s", "--consume-enable", type=bool_arg, default=True)
+    s.add_argument("-m", "--consume-from-min-enable", type=bool_arg, default=True)
+    s.add_argument("-d", "--consume-broadcast-enable", type=bool_arg, default=True)
     s.add_argument("-q", "--retry-queue-nums", type=int, default=1)
     s.add_argument("-r", "--retry-max-times", type=int, default=16)
     s.add_argument("-i", "--broker-id", type=int, default=0)
     s.add_argument("-w", "--which-broker-when-consume-slowly", type=int, default=1)
-    s.add_argument("-a", "--notify-consumer-ids-changed", type=_bool, default=True)
+    s.add_argument("-a", "--notify-consumer-ids-changed", type=bool_arg, default=True)
     s = sub.add_parser("deleteSubGroup", parents=[common], help="delete a subscription group")
-    _where(s)
+    where_flags(s)
     s.add_argument("-g", "--group", required=True)
-    s.add_argument("-r", "--remove-offset", type=_bool, nargs="?", const=True, default=False,
+    s.add_argument("-r", "--remove-offset", type=bool_arg, nargs="?", const=True, default=False,
                    help="also forget the group's consumer offsets")
     s = sub.add_parser("subGroupList", parents=[common], help="every subscription group of each master")
-    _where(s)
+    where_flags(s)
     s = sub.add_parser("getSubGroup", parents=[common], help="one subscription group on each master")
-    _where(s)
+    where_flags(s)
     s.add_argument("-g", "--group", required=True)
     return {"updateSubGroup": cmd_update_sub_group, "deleteSubGroup": cmd_delete_sub_group,
             "subGroupList": cmd_sub_group_list, "getSubGroup": cmd_get_sub_group}

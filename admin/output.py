@@ -1,5 +1,5 @@
-"""How ``rmq-admin`` prints: a left-aligned text table, or JSON with ``--json``; and the command type the
-command modules (``admin/commands_*.py``) register with :mod:`admin.cli`."""
+"""How ``rmq-admin`` prints (a left-aligned text table, or JSON with ``--json``), the flags its command modules
+(``admin/commands_*.py``) share, and the command type they register with :mod:`admin.cli`."""
 
 from __future__ import annotations
 
@@ -31,3 +31,18 @@ def key_values(data: dict[str, Any]) -> str:
     """``key : value`` lines, keys aligned."""
     width = max((len(k) for k in data), default=0)
     return "\n".join(f"{k:<{width}} : {v}" for k, v in data.items())
+
+
+def bool_arg(text: str) -> bool:
+    """mqadmin's ``true``/``false`` option values."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+    return value == "true"
+
+
+def where_flags(parser: argparse.ArgumentParser) -> None:
+    """mqadmin's ``-b`` broker address or ``-c`` cluster (default: every master)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("-b", "--broker", help="one broker address")
+    where.add_argument("-c", "--cluster", help="every master of this cluster (default: every master)")
