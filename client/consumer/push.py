@@ -377,7 +377,8 @@ class PushConsumer(ClientMember):
             pq.dropped = True
             parts.context.offsets.update(mq, offset)
             await parts.context.committer.commit_queue(mq)
-            parts.context.offsets.remove(mq)
+            if self.clustering:
+                parts.context.offsets.remove(mq)  # re-added from the broker's (reset) offset
         parts.rebalance.wakeup()
 
     async def consume_directly(self, msg: MessageExt) -> str:
