@@ -106,7 +106,10 @@ _LITERALS = (("true", True), ("false", False), ("null", None))
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
-    text = data if isinstance(data, str) else bytes(data).decode("utf-8", errors="strict")
+    try:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MQJsonError(f"not UTF-8: {exc}") from None
     value, pos = _value(text, _skip(text, 0), 0)
     if _skip(text, pos) != len(text):
         raise MQJsonError(f"extra data at {pos}")

@@ -109,7 +109,11 @@ async def _reset(instance: MQClientInstance, req: RemotingCommand, conn: Connect
         return None if req.is_oneway else _no_consumer(req, h.group)
     log.info("reset_offset", group=h.group, topic=h.topic, timestamp=h.timestamp, queues=len(offsets),
              peer=conn.remote_addr)
-    await consumer.reset_offsets(h.topic, {mq: o for mq, o in offsets.items() if mq.topic == h.topic})
+    try:
+        await consumer.reset_offsets(h.topic, {mq: o for mq, o in offsets.items() if mq.topic == h.topic})
+    except PocketMQError as exc:  # stopped meanwhile: the broker holds the new offsets anyway
+        log.warning("reset_offset_failed", group=h.group, topic=h.topic, error=str(exc))
+        return None if req.is_oneway else req.response(ResponseCode.SYSTEM_ERROR, str(exc))
     return None if req.is_oneway else req.response(ResponseCode.SUCCESS)
 
 
@@ -128,7 +132,10 @@ def _running_info(instance: MQClientInstance, req: RemotingCommand, conn: Connec
     consumer = _consumer(instance, h.consumer_group)
     if consumer is None:
         return _no_consumer(req, h.consumer_group)
-    info = consumer.running_info()
+    try:
+        info = consumer.running_info()
+    except PocketMQError as exc:
+        return req.response(ResponseCode.SYSTEM_ERROR, str(exc))
     if h.jstack_enable:
         info["jstack"] = "(a Python client: no Java thread stacks)"
     return req.response(ResponseCode.SUCCESS, body=mq_json.dumps(info))
