@@ -144,6 +144,32 @@ class AdminBrokerProcessor:
             info["diskFullReason"] = reason
         return info
 
+    def _exporter_keys(self) -> dict[str, str]:
+        """The rest of RocketMQ's runtime keys, which rocketmq-exporter and the dashboard parse (a missing one
+        makes the exporter drop the broker's runtime metrics). Thread-pool queue sizes, capacities and waits
+        are 0: an asyncio broker has no such pools. Counts are since start (the "morning" counts are 0)."""
+        stats, store = self.stats, self.store
+        tps = stats.get_tps()
+        zero = ("sendThreadPoolQueueSize", "sendThreadPoolQueueCapacity", "sendThreadPoolQueueHeadWaitTimeMills",
+                "pullThreadPoolQueueSize", "pullThreadPoolQueueCapacity", "pullThreadPoolQueueHeadWaitTimeMills",
+                "queryThreadPoolQueueSize", "queryThreadPoolQueueCapacity", "queryThreadPoolQueueHeadWaitTimeMills",
+                "msgPutTotalYesterdayMorning", "msgGetTotalYesterdayMorning", "msgPutTotalTodayMorning",
+                "msgGetTotalTodayMorning", "dispatchMaxBuffer", "dispatchBehindBytes", "pageCacheLockTimeMills",
+                "getMessageEntireTimeMax", "putMessageEntireTimeMax", "remainTransientStoreBufferNumbs",
+                "earliestMessageTimeStamp")
+        disk = store.disk
+        keys = dict.fromkeys(zero, "0")
+        keys.update({
+            "getTotalTps": tps, "getFoundTps": tps, "getMissTps": " ".join(["0.00"] * len(stats.WINDOWS)),
+            "putMessageDistributeTime": "null", "putMessageSizeTotal": str(stats.put_bytes),
+            "putMessageTimesTotal": str(stats.put_messages),
+            "putMessageAverageSize": str(stats.put_bytes / stats.put_messages if stats.put_messages else 0.0),
+            "remainHowManyDataToFlush": f"{max(store.max_phy_offset - store.flushed_phy_offset, 0)} B",
+            "consumeQueueDiskRatio": str(round(disk.ratio, 4)) if disk is not None else "0.0",
+            "startAcceptSendRequestTimeStamp": str(stats.boot_timestamp_ms),
+        })
+        return keys
+
     def get_broker_runtime_info(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         table = {
             "brokerVersion": str(BROKER_VERSION),
@@ -161,6 +187,7 @@ class AdminBrokerProcessor:
             "commitLogFlushedOffset": str(self.store.flushed_phy_offset),
             "topicCount": str(len(self.topics.table)),
             **self._disk_info(),
+            **self._exporter_keys(),
         }
         if self.extra_runtime_info is not None:
             table.update(self.extra_runtime_info())

@@ -228,3 +228,37 @@ async def test_clients_running_info_direct_consume_status_and_reset(tmp_path: Pa
         assert sum(b.offsets.query_offsets(GROUP, TOPIC).values()) == 10
         gone = await admin(b.addr, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {"topic": TOPIC, "group": GROUP})
         assert gone.code == ResponseCode.SYSTEM_ERROR
+
+
+#: Keys rocketmq-exporter's BrokerRuntimeStats parses with Long/Double.parseXxx (a missing one drops the broker).
+EXPORTER_LONGS = ("msgPutTotalTodayNow", "sendThreadPoolQueueHeadWaitTimeMills",
+                  "queryThreadPoolQueueHeadWaitTimeMills", "msgGetTotalTodayNow", "queryThreadPoolQueueSize", "bootTimestamp", "msgPutTotalYesterdayMorning",
+                  "msgGetTotalYesterdayMorning", "pullThreadPoolQueueSize", "commitLogMinOffset",
+                  "pullThreadPoolQueueHeadWaitTimeMills", "dispatchMaxBuffer", "brokerVersion",
+                  "pageCacheLockTimeMills",
+                  "commitLogMaxOffset", "getMessageEntireTimeMax", "msgPutTotalTodayMorning", "putMessageTimesTotal",
+                  "msgGetTotalTodayMorning", "sendThreadPoolQueueSize", "startAcceptSendRequestTimeStamp",
+                  "putMessageEntireTimeMax", "earliestMessageTimeStamp", "remainTransientStoreBufferNumbs",
+                  "queryThreadPoolQueueCapacity", "dispatchBehindBytes", "putMessageSizeTotal",
+                  "sendThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity")
+EXPORTER_DOUBLES = ("consumeQueueDiskRatio", "commitLogDiskRatio", "putMessageAverageSize")
+EXPORTER_TPS = ("putTps", "getMissTps", "getTransferedTps", "getTotalTps", "getFoundTps")
+
+
+async def test_runtime_info_has_every_key_the_exporter_parses(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        b = c.brokers["broker-a"]
+        await create_topic(c, TOPIC, 1)
+        await produce(c, TOPIC, 3)
+        await eventually(lambda: b.store is not None and b.store.disk is not None, message="first disk check")
+        table = parse((await ok(b.addr, RequestCode.GET_BROKER_RUNTIME_INFO)).body)["table"]
+        for key in EXPORTER_LONGS:
+            int(table[key])
+        for key in EXPORTER_DOUBLES:
+            float(table[key])
+        for key in EXPORTER_TPS:
+            assert len([float(x) for x in table[key].split(" ")]) == 3
+        assert float(table["remainHowManyDataToFlush"].split(" ")[0]) >= 0
+        total, free = table["commitLogDirCapacity"].split(" ")[2:4], table["commitLogDirCapacity"].split(" ")[6:8]
+        assert float(total[0]) >= float(free[0]) and total[1] == "GiB," and free[1] == "GiB."
+        assert int(table["putMessageTimesTotal"]) == 3 and table["putMessageDistributeTime"] == "null"
