@@ -232,7 +232,8 @@ async def test_clients_running_info_direct_consume_status_and_reset(tmp_path: Pa
 
 #: Keys rocketmq-exporter's BrokerRuntimeStats parses with Long/Double.parseXxx (a missing one drops the broker).
 EXPORTER_LONGS = ("msgPutTotalTodayNow", "sendThreadPoolQueueHeadWaitTimeMills",
-                  "queryThreadPoolQueueHeadWaitTimeMills", "msgGetTotalTodayNow", "queryThreadPoolQueueSize", "bootTimestamp", "msgPutTotalYesterdayMorning",
+                  "queryThreadPoolQueueHeadWaitTimeMills", "msgGetTotalTodayNow", "queryThreadPoolQueueSize",
+                  "bootTimestamp", "msgPutTotalYesterdayMorning",
                   "msgGetTotalYesterdayMorning", "pullThreadPoolQueueSize", "commitLogMinOffset",
                   "pullThreadPoolQueueHeadWaitTimeMills", "dispatchMaxBuffer", "brokerVersion",
                   "pageCacheLockTimeMills",
