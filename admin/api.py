@@ -12,12 +12,13 @@ from typing import Any
 
 from common.message import parse_properties
 from common.record import Blank, MessageRecord, decode_message_id, decode_record
-from remoting import mq_json
+from remoting import fastjson
 from remoting import route as rd
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import PocketMQError
+from remoting.fastjson import MQKey
 from remoting.headers import (
     CreateTopicRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
@@ -28,7 +29,6 @@ from remoting.headers import (
     TopicQueueRequestHeader,
     ViewMessageRequestHeader,
 )
-from remoting.mq_json import MQKey
 
 __all__ = ["AdminClient", "AdminError", "BrokerInfo", "QueueStatus", "split_namesrv"]
 
@@ -204,7 +204,7 @@ class AdminClient:
             if resp.code != ResponseCode.SUCCESS:
                 continue  # the topic is on other brokers
             try:
-                body = mq_json.loads(bytes(resp.body or b"{}"))
+                body = fastjson.loads(bytes(resp.body or b"{}"))
             except ValueError as exc:
                 raise AdminError(f"{addr}: undecodable ConsumeStats: {exc}") from None
             for key, wrapper in (body.get("offsetTable") or {}).items():

@@ -3,7 +3,7 @@ status and offset resets, statistics, broker configuration, write permission and
 
 Functions take an :class:`~admin.api.AdminClient` (which holds the name servers, the timeout and the
 connections) and return plain data; bodies whose maps are keyed by ``MessageQueue`` (fastjson's object-key
-form) are decoded with :mod:`remoting.mq_json` and flattened into lists of entries that name their queue.
+form) are decoded with :mod:`remoting.fastjson` and flattened into lists of entries that name their queue.
 Any non-SUCCESS answer raises :class:`~admin.api.AdminError` with the peer's remark.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from admin.api import AdminClient, AdminError
 from client.core.message_ext import MessageExt, decode_messages
 from common.sysflag import PullSysFlag
-from remoting import mq_json
+from remoting import fastjson
 from remoting import route as rd
 from remoting.admin_headers import (
     AddWritePermOfBrokerRequestHeader,
@@ -30,8 +30,8 @@ from remoting.admin_headers import (
     WipeWritePermOfBrokerResponseHeader,
 )
 from remoting.codes import RequestCode, ResponseCode
+from remoting.fastjson import MQKey
 from remoting.headers import ConsumerGroupRequestHeader, GetConsumeStatsRequestHeader, PullMessageRequestHeader
-from remoting.mq_json import MQKey
 
 #: The group mqadmin reads messages as (printMsg): its pulls commit nothing.
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
@@ -42,7 +42,7 @@ MAX_PRINT_PER_QUEUE = 10_000
 def mq_body(resp: Any) -> Any:
     """A body in fastjson's dialect, MessageQueue object keys included."""
     try:
-        return mq_json.loads(bytes(resp.body or b"{}"))
+        return fastjson.loads(bytes(resp.body or b"{}"))
     except ValueError as exc:
         raise AdminError(f"undecodable body: {exc}") from None
 

@@ -7,12 +7,20 @@ Two differences from standard JSON matter on the wire (reference §3.1, §12):
   Java client accepts it. Its "BrowserCompatible" mode quotes those keys and escapes non-ASCII as
   ``\\uXXXX``; newer clients ask for that form.
 * fastjson omits ``null`` fields of beans, so ``None`` values of dicts are left out here.
+* A ``Map<MessageQueue, X>`` (the admin bodies ``TopicStatsTable``, ``ConsumeStats``, ``ResetOffsetBody``,
+  ``GetConsumerStatusBody``, ``ConsumerRunningInfo.mqTable``) is written with each key as the key object's
+  own JSON, fields sorted, **unquoted** (apache/rocketmq#1506, #3389)::
+
+      {"offsetTable":{{"brokerName":"broker-a","queueId":2,"topic":"test"}:{"lastUpdateTimestamp":0}}}
+
+  Such keys are :class:`MQKey` here, both ways.
 
 Output is always compact (no spaces after ``,`` or ``:``): the Go client splits ``brokerAddrs`` on ``,`` and
 ``:`` and would misread ids written with spaces.
 
-Reading accepts standard JSON and the unquoted integer keys; an unquoted key comes back as an ``int``, a
-quoted key as a ``str``, so ``loads(dumps(x)) == x`` for dicts with ``int`` and ``str`` keys. Both functions
+Reading accepts standard JSON, the unquoted integer keys and the object keys; an unquoted key comes back as an
+``int``, an object key as an :class:`MQKey`, a quoted key as a ``str``, so ``loads(dumps(x)) == x`` for dicts
+with ``int``, ``str`` and :class:`MQKey` keys. Both functions
 are pure: no I/O.
 """
 
@@ -22,16 +30,36 @@ import json
 import re
 from collections.abc import Callable
 from json.encoder import encode_basestring, encode_basestring_ascii
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
-__all__ = ["MAX_DEPTH", "FastJsonDecodeError", "dumps", "loads"]
+__all__ = ["MAX_DEPTH", "FastJsonDecodeError", "MQKey", "dumps", "loads"]
 
 #: Deepest nesting :func:`loads` accepts; deeper input is refused rather than exhausting the stack.
 MAX_DEPTH = 256
 
 
 class FastJsonDecodeError(ValueError):
-    """The input is neither JSON nor fastjson's unquoted-integer-key dialect of it."""
+    """The input is neither JSON nor fastjson's unquoted-key dialect of it."""
+
+
+class MQKey(NamedTuple):
+    """A ``MessageQueue`` used as a map key (written as an unquoted object key, see the module docstring)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_json_dict(cls, d: Any) -> MQKey:
+        if not isinstance(d, dict):
+            raise FastJsonDecodeError("a message queue must be an object")
+        try:
+            return cls(str(d["topic"]), str(d["brokerName"]), int(d["queueId"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FastJsonDecodeError(f"bad message queue {d!r}: {exc}") from None
 
 
 # -- writing ---------------------------------------------------------------------------------------------
@@ -60,6 +88,8 @@ def _is_plain(obj: Any) -> bool:
     """True when ``obj`` has no non-``str`` dict key and no ``None`` dict value anywhere."""
     if isinstance(obj, dict):
         return all(type(key) is str and value is not None and _is_plain(value) for key, value in obj.items())
+    if isinstance(obj, MQKey):
+        return False
     if isinstance(obj, list | tuple):
         return all(_is_plain(item) for item in obj)
     return True
@@ -70,6 +100,8 @@ def _write(obj: Any, parts: list[str], encode_str: _StrEncoder, quote_int_keys: 
         parts.append(encode_str(obj))
     elif isinstance(obj, dict):
         _write_dict(obj, parts, encode_str, quote_int_keys)
+    elif isinstance(obj, MQKey):
+        _write_dict(obj.to_json_dict(), parts, encode_str, quote_int_keys)
     elif isinstance(obj, list | tuple):
         parts.append("[")
         for i, item in enumerate(obj):
@@ -104,7 +136,11 @@ def _key(key: Any, encode_str: _StrEncoder, quote_int_keys: bool) -> str:
         return '"true"' if key else '"false"'
     if isinstance(key, int):
         return f'"{key}"' if quote_int_keys else str(key)
-    raise TypeError(f"keys must be str or int, not {type(key).__name__}")
+    if isinstance(key, MQKey):
+        parts: list[str] = []
+        _write_dict(key.to_json_dict(), parts, encode_str, quote_int_keys)
+        return "".join(parts)
+    raise TypeError(f"keys must be str, int or MQKey, not {type(key).__name__}")
 
 
 # -- reading ---------------------------------------------------------------------------------------------
@@ -124,7 +160,7 @@ def _refuse_constant(name: str) -> Any:
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
-    """Parse standard JSON or fastjson's dialect with unquoted integer keys.
+    """Parse standard JSON or fastjson's dialect with unquoted integer and MessageQueue keys.
 
     Raises :class:`FastJsonDecodeError` (a ``ValueError``) for anything else, including invalid UTF-8,
     NaN/Infinity and nesting deeper than :data:`MAX_DEPTH`.
@@ -143,7 +179,7 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 
 
 class _Parser:
-    """A small recursive-descent parser for JSON plus unquoted integer object keys."""
+    """A small recursive-descent parser for JSON plus unquoted integer and object keys."""
 
     __slots__ = ("pos", "text")
 
@@ -210,9 +246,14 @@ class _Parser:
         except ValueError:  # e.g. more digits than int() accepts
             self._fail("number out of range")
 
-    def _key(self) -> str | int:
-        if self._peek() == '"':
+    def _key(self, depth: int) -> str | int | MQKey:
+        char = self._peek()
+        if char == '"':
             return self._string()
+        if char == "{":
+            if depth > MAX_DEPTH:
+                self._fail("nesting too deep")
+            return MQKey.from_json_dict(self._object(depth + 1))
         match = _INT_KEY.match(self.text, self.pos)
         if match is None:
             self._fail("expected an object key")
@@ -227,14 +268,14 @@ class _Parser:
             self._fail(f"expected {char!r}")
         self.pos += 1
 
-    def _object(self, depth: int) -> dict[str | int, Any]:
+    def _object(self, depth: int) -> dict[Any, Any]:
         self._expect("{")
-        result: dict[str | int, Any] = {}
+        result: dict[Any, Any] = {}
         if self._peek() == "}":
             self.pos += 1
             return result
         while True:
-            key = self._key()
+            key = self._key(depth)
             self._expect(":")
             result[key] = self._value(depth)
             if self._peek() == ",":

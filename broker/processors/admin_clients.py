@@ -20,7 +20,7 @@ from broker.metadata import ConsumerOffsetManager
 from broker.topic_manager import TopicConfigManager
 from common.logs import get_logger
 from common.record import SIZE_AND_MAGIC, decode_message_id
-from remoting import mq_json
+from remoting import fastjson
 from remoting import route as rd
 from remoting.admin_headers import (
     ConsumeMessageDirectlyResultRequestHeader,
@@ -33,7 +33,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
 from remoting.errors import PocketMQError
-from remoting.mq_json import MQKey
+from remoting.fastjson import MQKey
 from store.message_store import MessageStore
 
 log = get_logger("broker.admin_clients")
@@ -136,7 +136,7 @@ class AdminClientsProcessor:
         if isinstance(table, str):
             return req.response(ResponseCode.SYSTEM_ERROR, table)
         self.offsets.reset_offsets(h.group, h.topic, {mq.queue_id: offset for mq, offset in table.items()})
-        body = mq_json.dumps({"offsetTable": table})
+        body = fastjson.dumps({"offsetTable": table})
         channels = self.clients.live_consumer_channels(h.group)
         for channel in channels:
             notice = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, h.to_fields(), body,
@@ -164,11 +164,11 @@ class AdminClientsProcessor:
                 answer = await channel.connection.request(ask, self.client_timeout())
                 if answer.code != ResponseCode.SUCCESS:
                     continue
-                raw = mq_json.loads(bytes(answer.body or b"{}"))
+                raw = fastjson.loads(bytes(answer.body or b"{}"))
             except (PocketMQError, TimeoutError, ValueError) as exc:
                 log.warning("consumer_status_failed", group=h.group, client=channel.client_id, error=str(exc))
                 continue
             queues = raw.get("messageQueueTable") if isinstance(raw, dict) else None
             table[channel.client_id] = queues if isinstance(queues, dict) else {}
         body = {"consumerTable": table, "messageQueueTable": {}}
-        return req.response(ResponseCode.SUCCESS, body=mq_json.dumps(body))
+        return req.response(ResponseCode.SUCCESS, body=fastjson.dumps(body))

@@ -4,7 +4,7 @@ Codes: GET_TOPIC_STATS_INFO (202, ``TopicStatsTable``), GET_TOPIC_CONFIG (351), 
 ``ConsumeStats``), GET_BROKER_CONSUME_STATS (317, ``ConsumeStatsList``), QUERY_TOPIC_CONSUME_BY_WHO (300,
 ``GroupList``), QUERY_CONSUME_TIME_SPAN (303, ``QueryConsumeTimeSpanBody``) and VIEW_BROKER_STATS_DATA (315,
 ``BrokerStatsData``). Maps keyed by ``MessageQueue`` are written in fastjson's object-key form
-(:mod:`remoting.mq_json`), which is what the Java tools parse. :meth:`AdminStatsProcessor.consume_stats` is
+(:mod:`remoting.fastjson`), which is what the Java tools parse. :meth:`AdminStatsProcessor.consume_stats` is
 also what the exporter-named gauges read.
 """
 
@@ -18,7 +18,7 @@ from broker.client_manager import ClientManager
 from broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
 from broker.stats import GROUP_GET_NUMS, BrokerStats
 from broker.topic_manager import TopicConfigManager
-from remoting import mq_json
+from remoting import fastjson
 from remoting import route as rd
 from remoting.admin_headers import (
     GetConsumeStatsInBrokerHeader,
@@ -30,8 +30,8 @@ from remoting.admin_headers import (
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
+from remoting.fastjson import MQKey
 from remoting.headers import GetConsumeStatsRequestHeader
-from remoting.mq_json import MQKey
 from store.message_store import MessageStore
 
 
@@ -86,7 +86,7 @@ class AdminStatsProcessor:
             last = self._store_time(h.topic, queue_id, high - 1) if high > 0 else 0
             table[MQKey(h.topic, self.broker_name, queue_id)] = {
                 "lastUpdateTimestamp": last, "maxOffset": high, "minOffset": low}
-        return self._ok(req, mq_json.dumps({"offsetTable": table}))
+        return self._ok(req, fastjson.dumps({"offsetTable": table}))
 
     def topic_config(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetTopicStatsInfoRequestHeader.from_command(req)
@@ -119,7 +119,7 @@ class AdminStatsProcessor:
         h = GetConsumeStatsRequestHeader.from_command(req)
         if h.topic and self.topics.get(h.topic) is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-        return self._ok(req, mq_json.dumps(self.consume_stats(h.consumer_group, h.topic)))
+        return self._ok(req, fastjson.dumps(self.consume_stats(h.consumer_group, h.topic)))
 
     def broker_consume_stats(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         """Every group with offsets here: ``{consumeStatsList:[{group:[ConsumeStats per topic]}], brokerAddr,
@@ -140,7 +140,7 @@ class AdminStatsProcessor:
             if per_topic:
                 entries.append({group: per_topic})
         body = {"brokerAddr": self.broker_addr(), "consumeStatsList": entries, "totalDiff": total_diff}
-        return self._ok(req, mq_json.dumps(body))
+        return self._ok(req, fastjson.dumps(body))
 
     def consume_by_who(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryTopicConsumeByWhoRequestHeader.from_command(req)

@@ -12,7 +12,7 @@
 :func:`install` registers the four handlers on a client instance's remoting client (once per instance);
 each looks the named group up with :meth:`MQClientInstance.consumer` and answers SYSTEM_ERROR when this
 client has no such consumer (or, for a consumer that cannot answer, such as a lite pull consumer).
-Maps keyed by ``MessageQueue`` use fastjson's object-key form (:mod:`remoting.mq_json`).
+Maps keyed by ``MessageQueue`` use fastjson's object-key form (:mod:`remoting.fastjson`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from client.consumer.process_queue import ProcessQueue
 from client.core.message import MessageQueue
 from client.core.message_ext import MessageExt, decode_messages
 from common.logs import get_logger
-from remoting import mq_json
+from remoting import fastjson
 from remoting.admin_headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -35,7 +35,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.errors import PocketMQError
-from remoting.mq_json import MQKey
+from remoting.fastjson import MQKey
 
 if TYPE_CHECKING:
     from client.core.instance import MQClientInstance
@@ -85,7 +85,7 @@ def _no_consumer(req: RemotingCommand, group: str) -> RemotingCommand:
 
 def decode_offset_table(body: bytes | bytearray | memoryview | None) -> dict[MessageQueue, int]:
     """A ``ResetOffsetBody``'s ``offsetTable`` (object keys, or a list of entries as some tools send)."""
-    raw = mq_json.loads(bytes(body or b"{}"))
+    raw = fastjson.loads(bytes(body or b"{}"))
     table = raw.get("offsetTable") if isinstance(raw, dict) else None
     out: dict[MessageQueue, int] = {}
     if isinstance(table, dict):
@@ -124,7 +124,7 @@ def _status(instance: MQClientInstance, req: RemotingCommand, conn: Connection) 
         return _no_consumer(req, h.group)
     table = {mq_key(mq): offset for mq, offset in sorted(consumer.held_offsets(h.topic).items())}
     body = {"consumerTable": {}, "messageQueueTable": table}
-    return req.response(ResponseCode.SUCCESS, body=mq_json.dumps(body))
+    return req.response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
 
 
 def _running_info(instance: MQClientInstance, req: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -138,7 +138,7 @@ def _running_info(instance: MQClientInstance, req: RemotingCommand, conn: Connec
         return req.response(ResponseCode.SYSTEM_ERROR, str(exc))
     if h.jstack_enable:
         info["jstack"] = "(a Python client: no Java thread stacks)"
-    return req.response(ResponseCode.SUCCESS, body=mq_json.dumps(info))
+    return req.response(ResponseCode.SUCCESS, body=fastjson.dumps(info))
 
 
 async def _consume_directly(instance: MQClientInstance, req: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -156,7 +156,7 @@ async def _consume_directly(instance: MQClientInstance, req: RemotingCommand, co
     result = await consumer.consume_directly(messages[0])
     body = {"autoCommit": True, "consumeResult": result, "order": False,
             "remark": None, "spentTimeMills": int((time.monotonic() - started) * 1000)}
-    return req.response(ResponseCode.SUCCESS, body=mq_json.dumps(body))
+    return req.response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
 
 
 def process_queue_info(pq: ProcessQueue, commit_offset: int) -> dict[str, Any]:

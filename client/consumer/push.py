@@ -344,7 +344,7 @@ class PushConsumer(ClientMember):
     # -- what the broker asks for an administrator (admin_requests.AdminAnswering) -------------------------
 
     def running_info(self) -> dict[str, Any]:
-        """RocketMQ's ``ConsumerRunningInfo`` body (maps keyed by queue: :class:`~remoting.mq_json.MQKey`)."""
+        """RocketMQ's ``ConsumerRunningInfo`` body (maps keyed by queue: :class:`~remoting.fastjson.MQKey`)."""
         parts = self._running_parts
         held = parts.context.offsets.offsets()
         config = self.config

@@ -14,7 +14,7 @@ from broker.controller import BrokerController
 from common.message import parse_properties
 from common.record import decode_records
 from namesrv.controller import NamesrvController
-from remoting import mq_json
+from remoting import fastjson
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -160,8 +160,8 @@ async def test_consumer_offsets(broker: BrokerController, client: RemotingClient
     assert broker.offsets.query_offset("G1", "O", 0) == 5
     stats = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS,
                                                                      {"consumerGroup": "G1", "topic": "O"}))
-    table = mq_json.loads(bytes(stats.body or b""))["offsetTable"]  # keyed by MessageQueue objects (fastjson)
-    entry = table[mq_json.MQKey("O", broker.config.broker_name, 0)]
+    table = fastjson.loads(bytes(stats.body or b""))["offsetTable"]  # keyed by MessageQueue objects (fastjson)
+    entry = table[fastjson.MQKey("O", broker.config.broker_name, 0)]
     assert entry["brokerOffset"] == 1 and entry["consumerOffset"] == 5
 
 
