@@ -51,6 +51,8 @@ class BrokerConfig:
     max_frame_length: int = 16 * 1024 * 1024
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    #: SQL92 subscriptions (``expressionType=SQL92``) are served only when true, as in RocketMQ (default false).
+    enable_property_filter: bool = False
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None

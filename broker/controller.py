@@ -18,6 +18,7 @@ import struct
 
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig, BrokerRole
+from broker.filter import ConsumerFilterManager
 from broker.long_polling import PullRequestHoldService
 from broker.metadata import (
     ConsumerOffsetManager,
@@ -91,6 +92,7 @@ class BrokerController:
                                                auto_create=config.auto_create_subscription_group)
         self.delay_offsets = DelayOffsets(config_path(config_dir, "delayOffset.json"))
         self.hold = PullRequestHoldService()
+        self.filters = ConsumerFilterManager()
         self.schedule: ScheduleMessageService | None = None
         self.store: MessageStore | None = None
         self.ha_service: HAService | None = None
@@ -185,12 +187,15 @@ class BrokerController:
             store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
             hold=self.hold, is_master=self.config.is_master, broker_permission=lambda: self.config.broker_permission,
             slave_read_enable=self.config.slave_read_enable, on_get=self.stats.on_get,
+            filters=self.filters, enable_property_filter=self.config.enable_property_filter,
         )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
                                      role=lambda: self.config.broker_role.name, register_now=self.register_all,
                                      extra_runtime_info=self._ha_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
-                                                      on_group_changed=self.consumer_processor.notify_ids_changed)
+                                                      on_group_changed=self.consumer_processor.notify_ids_changed,
+                                                      filters=self.filters,
+                                                      enable_property_filter=self.config.enable_property_filter)
         for processor in (send, pull, admin, self.client_processor, self.consumer_processor):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic

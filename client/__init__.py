@@ -25,6 +25,7 @@ vocabulary in :mod:`client.consumer.types` (:class:`ConsumeResult`, :class:`Mess
 from client.consumer.pull import PullConsumer
 from client.consumer.pull_result import PullResult, PullStatus
 from client.consumer.push import BatchMessageHandler, MessageHandler, PushConsumer
+from client.consumer.selector import MessageSelector
 from client.consumer.types import ConsumeFromWhere, ConsumeResult, MessageModel
 from client.core.errors import (
     BrokerNotFoundError,
@@ -60,6 +61,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
     "NoNameServerError",
     "NoRouteError",
     "Producer",

@@ -34,7 +34,7 @@ from client.core.message import MessageQueue
 from client.core.message_ext import MessageExt
 from client.core.route_table import FindBrokerResult
 from common.logs import get_logger
-from common.subscription import ExpressionType, SubscriptionData
+from common.subscription import SubscriptionData
 from common.sysflag import PullSysFlag
 from common.topic_config import PermName
 from remoting.codes import RequestCode, ResponseCode, SerializeType
@@ -216,7 +216,7 @@ class ConsumerAPI:
             header = PullMessageRequestHeader(
                 self.group, mq.topic, mq.queue_id, offset, max_nums, _member_flag(sys_flag, found, post_subscription),
                 commit_offset, suspend_timeout_ms, subscription.sub_version,
-                subscription.sub_string if post_subscription else None, ExpressionType.TAG,
+                subscription.sub_string if post_subscription else None, subscription.expression_type,
             )
             try:
                 response = await self._invoke(found.addr, self._request(RequestCode.PULL_MESSAGE, header.to_fields()),

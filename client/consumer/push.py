@@ -57,6 +57,7 @@ from client.consumer.offset_store import LocalOffsetStore, OffsetCommitter, Offs
 from client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from client.consumer.pull_service import PullService
 from client.consumer.rebalance import RebalanceService
+from client.consumer.selector import MessageSelector
 from client.consumer.subscription import build_subscription, consumer_data_json
 from client.consumer.types import ConsumeResult, ConsumeType, delay_level_for_retry
 from client.core.errors import ConsumerStateError, MQClientError
@@ -121,8 +122,9 @@ class PushConsumer(ClientMember):
 
     # -- configuration ----------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        """Subscribe to ``topic`` with ``"*"`` or ``"tagA || tagB"`` (replacing an earlier expression).
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
+        """Subscribe to ``topic`` with ``"*"``, ``"tagA || tagB"`` or a :class:`MessageSelector` (tags or SQL92)
+        (replacing an earlier expression).
         After start the brokers hear of it at once and the queues are rebalanced."""
         check_topic(topic)
         if topic not in self._subscriptions and len(self._subscriptions) >= MAX_SUBSCRIPTIONS:

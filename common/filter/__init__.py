@@ -80,11 +80,10 @@ def _required_tags(node: Node) -> frozenset[str] | None:
     if isinstance(node, In) and not node.negated and node.operand.name == TAGS:
         return frozenset(node.values)
     if isinstance(node, Logic):
-        left, right = _required_tags(node.left), _required_tags(node.right)
+        sets = [_required_tags(operand) for operand in node.operands]
         if node.op == "AND":
-            if left is not None and right is not None:
-                return left & right
-            return left if left is not None else right
-        if left is not None and right is not None:
-            return left | right
+            known = [tags for tags in sets if tags is not None]
+            return frozenset.intersection(*known) if known else None
+        if all(tags is not None for tags in sets):
+            return frozenset().union(*sets)  # type: ignore[arg-type]
     return None

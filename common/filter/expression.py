@@ -188,39 +188,36 @@ class Not(Node):
 
 
 class Logic(Node):
+    """``AND``/``OR`` over two or more operands, left to right. A chain ``a AND b AND c`` is one node: Java's
+    left-deep tree gives the same value and evaluates the same operands (the first FALSE, for AND, or TRUE, for
+    OR, ends it; otherwise NULL if any operand was NULL), and a long chain costs no recursion."""
+
     is_boolean = True
 
-    def __init__(self, op: str, left: Node, right: Node) -> None:
-        self.op, self.left, self.right = op, left, right
+    def __init__(self, op: str, operands: list[Node]) -> None:
+        self.op, self.operands = op, operands
 
     def children(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
+        return tuple(self.operands)
 
     def compile(self) -> Eval:
-        left, right = self.left.compile(), self.right.compile()
-        if self.op == "AND":
-            def conjunction(props: Properties) -> object:
-                lv = left(props)
-                if lv is False:
-                    return False
-                rv = right(props)
-                if rv is False:
-                    return False
-                return None if lv is None or rv is None else True
-            return conjunction
+        fns = tuple(node.compile() for node in self.operands)
+        stop = self.op == "OR"  # the value that decides a chain: TRUE for OR, FALSE for AND
 
-        def disjunction(props: Properties) -> object:
-            lv = left(props)
-            if lv is True:
-                return True
-            rv = right(props)
-            if rv is True:
-                return True
-            return None if lv is None or rv is None else False
-        return disjunction
+        def chain(props: Properties) -> object:
+            unknown = False
+            for fn in fns:
+                v = fn(props)
+                if v is stop:
+                    return stop
+                if v is None:
+                    unknown = True
+            return None if unknown else not stop
+
+        return chain
 
     def __str__(self) -> str:
-        return f"({self.left} {self.op} {self.right})"
+        return "(" + f" {self.op} ".join(map(str, self.operands)) + ")"
 
 
 def check_less_than_operand(node: Node, pos: int) -> None:

@@ -76,25 +76,39 @@ class Parser:
 
     def _or(self) -> Node:
         self._enter()
-        left = self._and()
+        first = self._and()
+        operands: list[Node] = []
         while self._peek().kind is T.OR:
             pos = self._lexer.next().pos
-            right = self._and()
-            left = Logic("OR", as_boolean(left, pos), as_boolean(right, pos))
+            if not operands:
+                operands.append(as_boolean(first, pos))
+            operands.append(as_boolean(self._and(), pos))
         self._depth -= 1
-        return left
+        return Logic("OR", operands) if operands else first
 
     def _and(self) -> Node:
-        left = self._equality()
+        first = self._equality()
+        operands: list[Node] = []
         while self._peek().kind is T.AND:
             pos = self._lexer.next().pos
-            right = self._equality()
-            left = Logic("AND", as_boolean(left, pos), as_boolean(right, pos))
-        return left
+            if not operands:
+                operands.append(as_boolean(first, pos))
+            operands.append(as_boolean(self._equality(), pos))
+        return Logic("AND", operands) if operands else first
 
     def _equality(self) -> Node:
+        depth = self._depth
+        try:
+            return self._equality_chain()
+        finally:
+            self._depth = depth
+
+    def _equality_chain(self) -> Node:
+        """``a = b = c``: each link nests the tree one level deeper, so each counts against the depth bound."""
         left = self._comparison()
         while True:
+            if self._peek().kind in (T.EQ, T.NE, T.IS):
+                self._enter()
             token = self._peek()
             if token.kind is T.EQ or token.kind is T.NE:
                 self._lexer.next()
@@ -146,7 +160,7 @@ class Parser:
         self._expect(T.AND)
         high = self._unary()
         if negated:
-            return Logic("OR", self._ordered("<", value, low, pos), self._ordered(">", value, high, pos))
+            return Logic("OR", [self._ordered("<", value, low, pos), self._ordered(">", value, high, pos)])
         if isinstance(low, Constant) and isinstance(high, Constant):
             if low.value is None or high.value is None:
                 raise FilterTypeError("Illegal values of between, values can not be null!", pos)
@@ -157,7 +171,7 @@ class Parser:
             if not ordered:
                 raise FilterTypeError(f"Illegal values of between, left value({low}) must less than or equal to "
                                       f"right value({high})", pos)
-        return Logic("AND", self._ordered(">=", value, low, pos), self._ordered("<=", value, high, pos))
+        return Logic("AND", [self._ordered(">=", value, low, pos), self._ordered("<=", value, high, pos)])
 
     def _in(self, value: Node, pos: int, *, negated: bool) -> Node:
         self._expect(T.LPAREN)
