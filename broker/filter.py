@@ -13,6 +13,7 @@ match, as in RocketMQ. The long-poll wake-up uses the same record check (:mod:`b
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -98,10 +99,8 @@ class ConsumerFilterManager:
         pull time)."""
         for sub in subscriptions:
             if not is_tag_type(sub.expression_type):
-                try:
+                with contextlib.suppress(FilterError):
                     self.get(group, sub)
-                except FilterError:
-                    pass
 
     @staticmethod
     def _compile(sub: SubscriptionData) -> SqlMessageFilter | FilterError:
