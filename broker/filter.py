@@ -20,7 +20,7 @@ from collections.abc import Callable
 from common.errors import RecordFormatError
 from common.filter import FilterError, Selector, compile_selector
 from common.logs import get_logger
-from common.message import java_string_hash, parse_properties
+from common.message import get_property, java_string_hash
 from common.record import locate_record
 from common.subscription import ExpressionType, SubscriptionData
 
@@ -35,13 +35,27 @@ def is_tag_type(expression_type: str | None) -> bool:
     return not expression_type or expression_type == ExpressionType.TAG
 
 
-def record_properties(record: memoryview) -> dict[str, str]:
+class StoredProperties:
+    """A record's properties text, read one name at a time (a selector asks for few): no dict is built."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def get(self, name: str, /) -> str | None:
+        return get_property(self.text, name)
+
+
+_NO_PROPERTIES = StoredProperties("")
+
+
+def record_properties(record: memoryview) -> StoredProperties:
     """The properties of one stored record (a whole record, as the store hands it out)."""
     parts = locate_record(record, 0, len(record), False, None, False)
     if not isinstance(parts, tuple) or len(parts) != 5:
-        return {}
-    props_start = parts[4]
-    return parse_properties(bytes(record[props_start:len(record)]).decode("utf-8", "replace"))
+        return _NO_PROPERTIES
+    return StoredProperties(bytes(record[parts[4]:len(record)]).decode("utf-8", "replace"))
 
 
 class SqlMessageFilter:

@@ -12,15 +12,13 @@ message at all: when every way for the selector to be TRUE needs ``TAGS`` to equ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from common.filter.errors import (
     FilterError,
     FilterEvaluationError,
     FilterSyntaxError,
     FilterTypeError,
 )
-from common.filter.expression import Compare, Constant, Eval, In, Logic, Node, Property
+from common.filter.expression import Compare, Constant, Eval, In, Logic, Node, Properties, Property
 from common.filter.parser import Parser
 
 __all__ = [
@@ -28,6 +26,7 @@ __all__ = [
     "FilterEvaluationError",
     "FilterSyntaxError",
     "FilterTypeError",
+    "Properties",
     "Selector",
     "compile_selector",
 ]
@@ -46,12 +45,12 @@ class Selector:
         self._eval: Eval = root.compile()
         self.required_tags: frozenset[str] | None = _required_tags(root)
 
-    def evaluate(self, properties: Mapping[str, str]) -> bool | None:
+    def evaluate(self, properties: Properties) -> bool | None:
         """TRUE, FALSE or NULL (None); raises FilterEvaluationError where Java's evaluation throws."""
         result = self._eval(properties)
         return result if result is None or type(result) is bool else None
 
-    def matches(self, properties: Mapping[str, str]) -> bool:
+    def matches(self, properties: Properties) -> bool:
         """Whether a message with these properties is selected (NULL and evaluation errors: not)."""
         try:
             return self._eval(properties) is True

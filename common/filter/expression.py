@@ -13,8 +13,8 @@ whole selector is TRUE. A comparison that Java's evaluation throws on raises
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, Protocol
 
 from common.filter.errors import FilterEvaluationError, FilterTypeError
 from common.filter.values import (
@@ -29,7 +29,13 @@ from common.filter.values import (
     parse_java_int,
 )
 
-Properties = Mapping[str, str]
+
+class Properties(Protocol):
+    """A message's properties as the evaluator reads them: a ``dict[str, str]`` or anything with its ``get``."""
+
+    def get(self, name: str, /) -> str | None: ...
+
+
 Eval = Callable[[Properties], object]
 
 _CMP_TESTS: dict[str, Callable[[int], bool]] = {

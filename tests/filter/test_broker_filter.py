@@ -103,7 +103,7 @@ async def test_tags_are_checked_before_properties_are_read(broker: BrokerControl
     reads: list[int] = []
     original = broker_filter.record_properties
 
-    def counting(record: memoryview) -> dict[str, str]:
+    def counting(record: memoryview) -> broker_filter.StoredProperties:
         reads.append(1)
         return original(record)
 
