@@ -16,6 +16,7 @@ import dataclasses
 import shutil
 import struct
 
+from broker.acl import PlainAclService
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig, BrokerRole
 from broker.filter import ConsumerFilterManager
@@ -93,6 +94,7 @@ class BrokerController:
         self.delay_offsets = DelayOffsets(config_path(config_dir, "delayOffset.json"))
         self.hold = PullRequestHoldService()
         self.filters = ConsumerFilterManager()
+        self.acl: PlainAclService | None = None
         self.schedule: ScheduleMessageService | None = None
         self.store: MessageStore | None = None
         self.ha_service: HAService | None = None
@@ -149,6 +151,7 @@ class BrokerController:
     # -- lifecycle -----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        await self._start_acl()  # first: a broken ACL file refuses the start before anything is opened
         await self.server.start(serve=False)
         store_config = dataclasses.replace(self.config.store, store_host=self.addr)
         self.store = MessageStore(store_config)
@@ -169,6 +172,16 @@ class BrokerController:
             self._services.add_child(self.schedule)
         self._services.start()
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name)
+
+    async def _start_acl(self) -> None:
+        """aclEnable=true: load the ACL file (a missing or invalid one refuses the start), check every request
+        before its handler, reload the file when it changes."""
+        if not self.config.acl_enable:
+            return
+        self.acl = PlainAclService(self.config.plain_acl_file)
+        await self.acl.load()
+        self.server.set_request_hook(self.acl.validator.check)
+        self._services.add_child(self.acl.reloader)
 
     def _register_processors(self, store: MessageStore) -> None:
         handlers: dict[int, Handler] = {}

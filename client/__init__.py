@@ -43,6 +43,7 @@ from client.core.message_ext import MessageExt
 from client.producer.config import SendAttemptHook
 from client.producer.producer import Producer, SendCallback
 from client.producer.send_loop import MessageQueueSelector
+from remoting.acl import SessionCredentials
 from remoting.errors import RemotingError, ResponseError
 
 __all__ = [
@@ -77,4 +78,5 @@ __all__ = [
     "SendFailedError",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
 ]
