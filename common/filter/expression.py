@@ -54,8 +54,6 @@ class Node:
     def compile(self) -> Eval:
         raise NotImplementedError
 
-    def children(self) -> tuple[Node, ...]:
-        return ()
 
 
 class Constant(Node):
@@ -115,12 +113,12 @@ class Property(Node):
         return self.name
 
 
-class Negate(Node):
+class Unary(Node):
     def __init__(self, operand: Node) -> None:
         self.operand = operand
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.operand,)
+
+class Negate(Unary):
 
     def compile(self) -> Eval:
         inner = self.operand.compile()
@@ -155,8 +153,6 @@ class BooleanCast(Node):
     def __init__(self, operand: Property) -> None:
         self.operand = operand
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.operand,)
 
     def compile(self) -> Eval:
         name = self.operand.name
@@ -171,14 +167,8 @@ class BooleanCast(Node):
         return str(self.operand)
 
 
-class Not(Node):
+class Not(Unary):
     is_boolean = True
-
-    def __init__(self, operand: Node) -> None:
-        self.operand = operand
-
-    def children(self) -> tuple[Node, ...]:
-        return (self.operand,)
 
     def compile(self) -> Eval:
         inner = self.operand.compile()
@@ -203,8 +193,6 @@ class Logic(Node):
     def __init__(self, op: str, operands: list[Node]) -> None:
         self.op, self.operands = op, operands
 
-    def children(self) -> tuple[Node, ...]:
-        return tuple(self.operands)
 
     def compile(self) -> Eval:
         fns = tuple(node.compile() for node in self.operands)
@@ -254,8 +242,6 @@ class Compare(Node):
     def __init__(self, op: str, left: Node, right: Node) -> None:
         self.op, self.left, self.right = op, left, right
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
 
     def __str__(self) -> str:
         return f"({self.left} {self.op} {self.right})"
@@ -331,8 +317,6 @@ class In(Node):
     def __init__(self, operand: Property, values: list[str], negated: bool) -> None:
         self.operand, self.values, self.negated = operand, values, negated
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.operand,)
 
     def compile(self) -> Eval:
         name, values, negated = self.operand.name, frozenset(self.values), self.negated

@@ -20,6 +20,8 @@ So ``NOT`` binds tighter than comparisons (``NOT a > 5`` is ``(NOT a) > 5``, ref
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from common.filter.errors import FilterSyntaxError, FilterTypeError
 from common.filter.expression import (
     Compare,
@@ -76,25 +78,23 @@ class Parser:
 
     def _or(self) -> Node:
         self._enter()
-        first = self._and()
-        operands: list[Node] = []
-        while self._peek().kind is T.OR:
-            pos = self._lexer.next().pos
-            if not operands:
-                operands.append(as_boolean(first, pos))
-            operands.append(as_boolean(self._and(), pos))
+        node = self._chain(T.OR, self._and)
         self._depth -= 1
-        return Logic("OR", operands) if operands else first
+        return node
 
     def _and(self) -> Node:
-        first = self._equality()
+        return self._chain(T.AND, self._equality)
+
+    def _chain(self, kind: T, operand: Callable[[], Node]) -> Node:
+        """``x (OP x)*`` as one n-ary :class:`Logic` node (each operand must be boolean), or ``x`` alone."""
+        first = operand()
         operands: list[Node] = []
-        while self._peek().kind is T.AND:
+        while self._peek().kind is kind:
             pos = self._lexer.next().pos
             if not operands:
                 operands.append(as_boolean(first, pos))
-            operands.append(as_boolean(self._equality(), pos))
-        return Logic("AND", operands) if operands else first
+            operands.append(as_boolean(operand(), pos))
+        return Logic(kind.value, operands) if operands else first
 
     def _equality(self) -> Node:
         depth = self._depth

@@ -20,7 +20,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
-from tests.cluster import start_broker, start_namesrv
+from tests.cluster import start_broker
 from tests.helpers import eventually
 
 SUSPEND, SUBSCRIPTION = 0x2, 0x4
@@ -28,24 +28,10 @@ ENABLED = {"enablePropertyFilter": "true"}
 
 
 @pytest.fixture
-async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
-    ns = await start_namesrv(tmp_path)
-    yield ns
-    await ns.stop()
-
-
-@pytest.fixture
 async def broker(tmp_path: Path, namesrv: NamesrvController) -> AsyncIterator[BrokerController]:
     b = await start_broker(tmp_path, "broker-f", namesrv.addr, ENABLED)
     yield b
     await b.stop()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    c = RemotingClient()
-    yield c
-    await c.close()
 
 
 async def send(client: RemotingClient, addr: str, topic: str, body: bytes, tags: str | None = None,
