@@ -52,20 +52,26 @@ def _java_order(name: str) -> bytes:
     return name.encode("utf-16-be", "surrogatepass")
 
 
+def _sorted_names(fields: Mapping[str, str]) -> list[str]:
+    """Names in TreeMap order. For ASCII names (every real header) code-point order is the same."""
+    names = sorted(fields)
+    if not "".join(names).isascii():
+        names.sort(key=_java_order)
+    return names
+
+
 def signature_content(ext_fields: Mapping[str, str] | None, body: Body | None,
                       excluded: Iterable[str] = CLIENT_EXCLUDED) -> bytes:
     """The bytes a signature covers (``AclUtils.combineRequestContent``)."""
-    skip = frozenset(excluded)
     fields = ext_fields or {}
-    values = "".join(fields[name] for name in sorted(fields, key=_java_order) if name not in skip)
+    values = "".join([fields[name] for name in _sorted_names(fields) if name not in excluded])
     head = values.encode("utf-8", "surrogatepass")
     return head + bytes(body) if body else head
 
 
 def calculate_signature(content: bytes, secret_key: str) -> str:
     """``AclSigner.calSignature``: Base64 of HmacSHA1 keyed with the secret's UTF-8 bytes."""
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
+    return base64.b64encode(hmac.digest(secret_key.encode("utf-8"), content, hashlib.sha1)).decode("ascii")
 
 
 def sign_request(request: RemotingCommand, access_key: str, secret_key: str,
