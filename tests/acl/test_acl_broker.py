@@ -260,3 +260,19 @@ async def test_sdk_and_admin_with_credentials(acl: AclCluster) -> None:
                         retry_times_when_send_failed=0) as unsigned:
         with pytest.raises(Exception, match="No accessKey is configured"):
             await unsigned.send(Message("both", b"unsigned"))
+
+
+async def test_rmq_admin_signs_with_its_key_flags_or_environment(acl: AclCluster,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from admin.cli import build_parser, run
+
+    base = ["updateTopic", "-n", acl.namesrv.addr, "-t", "adminMade", "-b", acl.broker.addr]
+    assert await run(build_parser().parse_args(base)) == 1
+    assert "No accessKey is configured" in capsys.readouterr().err
+    flags = ["--access-key", ADMIN, "--secret-key", ADMIN_SECRET]
+    assert await run(build_parser().parse_args(base + flags)) == 0
+    monkeypatch.setenv("POCKETMQ_ACCESS_KEY", USER)
+    monkeypatch.setenv("POCKETMQ_SECRET_KEY", USER_SECRET)
+    assert await run(build_parser().parse_args(base)) == 1
+    assert "Need admin permission" in capsys.readouterr().err
