@@ -101,3 +101,13 @@ def test_invalid_files_are_named_errors_without_secrets(text: str) -> None:
 
 def test_empty_file_is_an_empty_config() -> None:
     assert not load_plain_acl("").accounts
+
+
+def test_shipped_sample_parses() -> None:
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "conf" / "plain_acl.yml"
+    config = load_plain_acl(sample.read_text())
+    assert set(config.accounts) == {"orderService", "operator"}
+    assert config.accounts["operator"].admin
+    assert config.global_white_remote_addresses[0].matches("127.0.0.1")
