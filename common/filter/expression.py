@@ -84,9 +84,10 @@ class Constant(Node):
 
 def decimal_constant(image: str, pos: int) -> Constant:
     """``ConstantExpression.createFromDecimal``: int32 range -> Integer, else Long; beyond int64 an error."""
-    value = int(image.rstrip("lL"))
-    if value > INT64_MAX:
-        raise FilterTypeError(f"{image} is out of the long range", pos)
+    digits = image.rstrip("lL")
+    if len(digits) > 19 or int(digits) > INT64_MAX:  # no leading zeros: more than 19 digits is out of range
+        raise FilterTypeError(f"{image[:32]} is out of the long range", pos)
+    value = int(digits)
     return Constant(value if INT32_MIN <= value <= INT32_MAX else JavaLong(value))
 
 

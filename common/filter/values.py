@@ -43,7 +43,10 @@ def parse_java_int(text: str, low: int, high: int) -> int:
     """``Integer.valueOf``/``Long.valueOf``: the value, or FilterEvaluationError (Java's NumberFormatException)."""
     if _JAVA_INT.fullmatch(text) is None:
         raise FilterEvaluationError(f"not an integer: {text!r}")
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:  # beyond Python's digit limit for int(): far out of range anyway
+        raise FilterEvaluationError(f"integer out of range: {text[:32]!r}...") from None
     if not low <= value <= high:
         raise FilterEvaluationError(f"integer out of range: {text!r}")
     return value

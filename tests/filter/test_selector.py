@@ -128,6 +128,13 @@ def test_required_tags() -> None:
     assert compile_selector("TAGS NOT IN ('a')").required_tags is None
 
 
+def test_huge_numbers() -> None:
+    with pytest.raises(FilterTypeError):
+        compile_selector("a > " + "9" * 5000)
+    assert not compile_selector("a > 5").matches({"a": "9" * 5000})
+    assert compile_selector("a > 1.5").matches({"a": "9" * 5000})  # Double.valueOf: Infinity, as in Java
+
+
 def test_deep_nesting_is_a_named_error_and_long_chains_work() -> None:
     with pytest.raises(FilterSyntaxError):
         compile_selector("(" * 5000 + "a = 1" + ")" * 5000)
