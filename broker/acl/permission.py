@@ -106,11 +106,14 @@ def _group_resource(group: str | None) -> str | None:
 def _heartbeat_resources(request: RemotingCommand, add: Any) -> None:
     raw = rd.decode_body(bytes(request.body or b""), request.serialize_type) if request.body else {}
     consumers = raw.get("consumerDataSet") if isinstance(raw, dict) else None
-    for consumer in consumers or ():
-        if not isinstance(consumer, dict):
-            continue
+    for consumer in _items(consumers):
         group = consumer.get("groupName")
         add(_group_resource(group) if isinstance(group, str) else None, SUB)
-        for sub in consumer.get("subscriptionDataSet") or ():
-            topic = sub.get("topic") if isinstance(sub, dict) else None
+        for sub in _items(consumer.get("subscriptionDataSet")):
+            topic = sub.get("topic")
             add(topic if isinstance(topic, str) else None, SUB)
+
+
+def _items(value: object) -> list[dict[str, Any]]:
+    """The objects of a JSON list (anything else in a heartbeat body names no resource)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []

@@ -111,3 +111,17 @@ def test_shipped_sample_parses() -> None:
     assert set(config.accounts) == {"orderService", "operator"}
     assert config.accounts["operator"].admin
     assert config.global_white_remote_addresses[0].matches("127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"consumerDataSet": 5}', b'{"consumerDataSet": [{"groupName": 1, "subscriptionDataSet": 7}]}',
+     b'{"consumerDataSet": [{"groupName": "G", "subscriptionDataSet": [{"topic": "T"}, 3]}]}', b"[]", b"null"],
+)
+def test_odd_heartbeat_bodies_name_what_they_can(body: bytes) -> None:
+    from broker.acl.permission import required_resources
+    from remoting.codes import RequestCode
+    from remoting.command import RemotingCommand
+
+    needs = required_resources(RemotingCommand.request(RequestCode.HEART_BEAT, None, body))
+    assert needs in ({}, {"%RETRY%G": SUB, "T": SUB})
