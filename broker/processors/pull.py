@@ -32,6 +32,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
 from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from store.consume_queue import BLANK_UNIT_SIZE
 from store.message_store import MessageStore
 from store.results import GetMessageResult
 
@@ -116,7 +117,7 @@ class PullMessageProcessor:
         """The stored record at a queue offset (the long-poll wake-up's property check); None if gone."""
         cq = self.store.find_consume_queue(topic, queue_id)
         unit = cq.get_unit(offset) if cq is not None and cq.min_offset <= offset < cq.max_offset else None
-        if unit is None:
+        if unit is None or unit[1] == BLANK_UNIT_SIZE:
             return None
         return self.store.get_commit_log_data(unit[0], unit[1])
 
