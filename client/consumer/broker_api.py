@@ -295,6 +295,20 @@ class ConsumerAPI:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after ``timestamp_ms``."""
         return await self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, timestamp_ms)
 
+    async def check_client_config(self, subscription: SubscriptionData) -> None:
+        """CHECK_CLIENT_CONFIG (46) to one broker of the topic, as a Java push consumer sends at start for each
+        SQL92 subscription: raises the broker's refusal (``enablePropertyFilter=false``: SYSTEM_ERROR; an
+        expression it cannot compile: SUBSCRIPTION_PARSE_FAILED). Without a route nothing is asked."""
+        route = self.instance.routes.subscribe_route(subscription.topic)
+        for broker in route.broker_datas if route is not None else ():
+            addr = broker.master_addr() or broker.select_broker_addr()
+            if addr is None:
+                continue
+            body = dumps({"clientId": self.instance.client_id, "group": self.group,
+                          "subscriptionData": subscription.to_json_dict()})
+            await self._call(addr, self._request(RequestCode.CHECK_CLIENT_CONFIG, None, body, json=True))
+            return
+
     # -- membership and locks ---------------------------------------------------------------------------
 
     async def consumer_id_list(self, topic: str) -> list[str]:

@@ -70,7 +70,7 @@ from client.producer.producer import Producer
 from common.logs import get_logger
 from common.message import MessageConst
 from common.service import Service, periodic
-from common.subscription import SubscriptionData
+from common.subscription import ExpressionType, SubscriptionData
 from common.topic import retry_topic
 from remoting.errors import PocketMQError
 
@@ -226,6 +226,9 @@ class PushConsumer(ClientMember):
                 await instance.refresher.refresh(topic, config.namesrv_timeout, publish=False)
             except PocketMQError as exc:
                 self._log.warning("route_lookup_failed", topic=topic, error=str(exc))
+        for sub in list(self._subscriptions.values()):
+            if sub.expression_type == ExpressionType.SQL92:
+                await api.check_client_config(sub)  # a broker that cannot serve it fails the start, as in Java
         await instance.send_heartbeat_to_all()
         services.start()
 

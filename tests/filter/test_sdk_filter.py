@@ -103,6 +103,13 @@ async def test_disabled_broker_refuses_sql_pulls(tmp_path: Path) -> None:
     async with cluster(tmp_path) as c:
         await create_topic(c, "FD", 1)
         await fill(c, "FD", 3)
+        push = PushConsumer("FilterOffPushG", namesrv_addr=c.namesrv_addr, instance_name=instance_name(), **FAST)
+        push.subscribe("FD", MessageSelector.by_sql("price > 1"))
+        push.register_handler(Recorder())
+        with pytest.raises(ResponseError) as refused:
+            await push.start()  # CHECK_CLIENT_CONFIG, as a Java push consumer does
+        assert refused.value.response_code == ResponseCode.SYSTEM_ERROR
+        assert refused.value.remark == "The broker does not support consumer to filter message by SQL92"
         async with PullConsumer("FilterOffG", namesrv_addr=c.namesrv_addr, instance_name=instance_name()) as pc:
             mq = (await pc.fetch_subscribe_message_queues("FD"))[0]
             with pytest.raises(ResponseError) as info:
