@@ -14,6 +14,7 @@ from common.message import parse_properties
 from common.record import Blank, MessageRecord, decode_message_id, decode_record
 from remoting import fastjson
 from remoting import route as rd
+from remoting.acl import SessionCredentials
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -63,12 +64,16 @@ def split_namesrv(addrs: str) -> list[str]:
 class AdminClient:
     """Admin requests against a set of name servers (the first that answers is used)."""
 
-    def __init__(self, namesrv_addrs: list[str], *, timeout: float = 5.0) -> None:
+    def __init__(self, namesrv_addrs: list[str], *, timeout: float = 5.0,
+                 credentials: SessionCredentials | None = None) -> None:
         if not namesrv_addrs:
             raise AdminError("no name server address given (use -n host:port or NAMESRV_ADDR)")
         self.namesrv_addrs = namesrv_addrs
         self.timeout = timeout
-        self.client = RemotingClient(connect_timeout=min(timeout, 3.0))
+        #: ACL keys: every request is signed with them (brokers with aclEnable=true need it).
+        self.credentials = credentials
+        self.client = RemotingClient(connect_timeout=min(timeout, 3.0),
+                                     before_request=credentials.sign if credentials is not None else None)
 
     async def close(self) -> None:
         await self.client.close()

@@ -6,6 +6,8 @@ plus ``export`` (a broker's commit log, :mod:`admin.export`); the operations com
 ``admin/commands_*.py`` (subscription groups, clients and offsets, broker stats/config/permission) and
 register themselves here. ``-n`` is taken before or after the command name. Output is a human table, or JSON with
 ``--json``. Name servers come from ``-n "a:9876;b:9876"`` or ``NAMESRV_ADDR`` (default ``127.0.0.1:9876``).
+Brokers with ``aclEnable=true`` need ``--access-key``/``--secret-key`` (or ``POCKETMQ_ACCESS_KEY`` /
+``POCKETMQ_SECRET_KEY``): every request is then signed as RocketMQ's ``AclClientRPCHook`` signs it.
 Exit status: 0 success, 1 a request failed (the reason on stderr), 2 bad usage.
 """
 
@@ -24,6 +26,7 @@ from admin.api import AdminClient, AdminError, record_dict, split_namesrv
 from admin.output import Command, emit, table
 from common.logs import configure_logging
 from remoting import route as rd
+from remoting.acl import SessionCredentials
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -109,7 +112,8 @@ async def cmd_consumer_progress(admin: AdminClient, args: argparse.Namespace) ->
 async def cmd_send_message(admin: AdminClient, args: argparse.Namespace) -> None:
     from client import Message, Producer  # the SDK is only needed here
 
-    async with Producer(args.group, namesrv_addr=";".join(admin.namesrv_addrs)) as producer:
+    async with Producer(args.group, namesrv_addr=";".join(admin.namesrv_addrs),
+                        credentials=admin.credentials) as producer:
         results = []
         for _ in range(args.count):
             r = await producer.send(Message(args.topic, args.body.encode(), tags=args.tags, keys=args.keys))
@@ -143,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="name servers, ';'-separated (default $NAMESRV_ADDR or 127.0.0.1:9876)")
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common.add_argument("--timeout", type=float, default=5.0, help="seconds per request")
+    common.add_argument("--access-key", default=os.environ.get("POCKETMQ_ACCESS_KEY"),
+                        help="ACL access key (default $POCKETMQ_ACCESS_KEY); requests are signed with it")
+    common.add_argument("--secret-key", default=os.environ.get("POCKETMQ_SECRET_KEY"),
+                        help="ACL secret key (default $POCKETMQ_SECRET_KEY)")
     p = argparse.ArgumentParser(prog="rmq-admin", description="PocketMQ admin tool (mqadmin-style commands)")
     # mqadmin takes -n before the command name too: "rmq-admin -n ns:9876 topicList"
     p.add_argument("-n", "--namesrv-addr", dest="namesrv_before", default=None, help=argparse.SUPPRESS)
@@ -187,8 +195,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def credentials_of(args: argparse.Namespace) -> SessionCredentials | None:
+    """``--access-key``/``--secret-key`` (or the environment): both or neither."""
+    access_key, secret_key = getattr(args, "access_key", None), getattr(args, "secret_key", None)
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise SystemExit("rmq-admin: --access-key and --secret-key go together")
+    return SessionCredentials(access_key, secret_key)
+
+
 async def run(args: argparse.Namespace) -> int:
-    async with AdminClient(split_namesrv(args.namesrv_addr), timeout=args.timeout) as admin:
+    async with AdminClient(split_namesrv(args.namesrv_addr), timeout=args.timeout,
+                           credentials=credentials_of(args)) as admin:
         try:
             await COMMANDS[args.command](admin, args)
         except (AdminError, rd.BodyDecodeError) as exc:

@@ -11,6 +11,8 @@ WORKLOADS = {
     "store": ("benchmarks.store_bench", "message store appends: ASYNC/SYNC flush, single and batch"),
     "consume": ("benchmarks.consume_bench", "push-consumer backlog TPS and end-to-end latency under a steady load"),
     "ha": ("benchmarks.ha_bench", "SYNC_MASTER beside ASYNC_MASTER with a slave: TPS, latency, replication lag"),
+    "filter": ("benchmarks.filter_bench", "SQL92 filter cost per message: a backlog pulled with and without one"),
+    "acl": ("benchmarks.acl_bench", "ACL signing cost per request: SDK signature, broker check, sequential sends"),
     "produce": ("benchmarks.produce_bench", "producer throughput and latency through the SDK: sync/async/oneway/batch"),
     "spark": ("benchmarks.spark_bench",
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),

@@ -51,6 +51,12 @@ class BrokerConfig:
     max_frame_length: int = 16 * 1024 * 1024
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    #: SQL92 subscriptions (``expressionType=SQL92``) are served only when true, as in RocketMQ (default false).
+    enable_property_filter: bool = False
+    #: Plain ACL (RocketMQ 4.9): every request is checked against :attr:`plain_acl_file` (reloaded on change).
+    acl_enable: bool = False
+    #: The ACL file (RocketMQ reads ``$ROCKETMQ_HOME/conf/plain_acl.yml``, or ``-Drocketmq.acl.plain.file``).
+    plain_acl_file: str = "conf/plain_acl.yml"
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None
@@ -109,7 +115,8 @@ def load_broker_config(props: Mapping[str, str], **overrides: Any) -> BrokerConf
         store_over["broker_role"] = base.broker_role
         store_over.setdefault("store_host", f"{base.broker_ip1}:{base.listen_port}")
         store = StoreConfig.from_properties(store_props, **store_over)
-        ha_over.setdefault("ha_listen_host", base.listen_host)
+        if "haListenHost" not in ha_props:
+            ha_over.setdefault("ha_listen_host", default_ha_listen_host(base))
         if "haListenPort" not in ha_props:
             ha_over.setdefault("ha_listen_port", 0)  # 0: derived from the bound listen port at start
         ha = HAConfig.from_properties(ha_props, **ha_over)
@@ -118,12 +125,36 @@ def load_broker_config(props: Mapping[str, str], **overrides: Any) -> BrokerConf
         raise ConfigError(str(exc)) from None
 
 
+def default_ha_listen_host(config: BrokerConfig) -> str:
+    """``haListenHost`` when not configured: the broker's own address (brokerIP1), so the unauthenticated HA port
+    is not opened on every interface by accident; ``listenHost`` when brokerIP1 is not an address of this host
+    (a NAT or Docker advertised name), where binding to it would fail."""
+    return config.broker_ip1 if _bindable(config.broker_ip1) else config.listen_host
+
+
+def _bindable(host: str) -> bool:
+    """Whether ``host`` is an address of this machine (a bind to it, port 0, succeeds)."""
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, kind, proto, _name, address in infos:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(address)
+            return True
+        except OSError:
+            continue
+    return False
+
+
 def format_broker_config(config: BrokerConfig) -> str:
     """The effective configuration, broker keys then store keys, as ``.properties`` text."""
     broker_part = format_config(config).splitlines()
     broker_part = [line for line in broker_part if not line.startswith(("store=", "ha="))]
     reverse = {v: k for k, v in PROPERTY_NAMES.items()}
-    store_lines = [f"haListenPort={config.ha.ha_listen_port}", f"haMasterAddress={config.ha.ha_master_address}",
+    store_lines = [f"haListenHost={config.ha.ha_listen_host}",
+                   f"haListenPort={config.ha.ha_listen_port}", f"haMasterAddress={config.ha.ha_master_address}",
                    f"slaveTimeout={int(config.ha.slave_timeout * 1000)}"]
     for f in dataclasses.fields(config.store):
         key = reverse.get(f.name)

@@ -16,9 +16,11 @@ import dataclasses
 import shutil
 import struct
 
+from broker.acl import PlainAclService
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig, BrokerRole
 from broker.exporter_metrics import ExporterMetrics
+from broker.filter import ConsumerFilterManager
 from broker.long_polling import PullRequestHoldService
 from broker.metadata import (
     ConsumerOffsetManager,
@@ -97,6 +99,8 @@ class BrokerController:
                                                auto_create=config.auto_create_subscription_group)
         self.delay_offsets = DelayOffsets(config_path(config_dir, "delayOffset.json"))
         self.hold = PullRequestHoldService()
+        self.filters = ConsumerFilterManager()
+        self.acl: PlainAclService | None = None
         self.schedule: ScheduleMessageService | None = None
         self.store: MessageStore | None = None
         self.ha_service: HAService | None = None
@@ -153,6 +157,7 @@ class BrokerController:
     # -- lifecycle -----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        await self._start_acl()  # first: a broken ACL file refuses the start before anything is opened
         await self.server.start(serve=False)
         store_config = dataclasses.replace(self.config.store, store_host=self.addr)
         self.store = MessageStore(store_config)
@@ -174,6 +179,16 @@ class BrokerController:
         self._services.start()
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name)
 
+    async def _start_acl(self) -> None:
+        """aclEnable=true: load the ACL file (a missing or invalid one refuses the start), check every request
+        before its handler, reload the file when it changes."""
+        if not self.config.acl_enable:
+            return
+        self.acl = PlainAclService(self.config.plain_acl_file)
+        await self.acl.load()
+        self.server.set_request_hook(self.acl.validator.check)
+        self._services.add_child(self.acl.reloader)
+
     def _register_processors(self, store: MessageStore) -> None:
         handlers: dict[int, Handler] = {}
         send = SendMessageProcessor(
@@ -191,6 +206,7 @@ class BrokerController:
             store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
             hold=self.hold, is_master=self.config.is_master, broker_permission=lambda: self.config.broker_permission,
             slave_read_enable=self.config.slave_read_enable, on_get=self.stats.on_get,
+            filters=self.filters, enable_property_filter=self.config.enable_property_filter,
         )
         self.admin_stats = AdminStatsProcessor(
             store=store, topics=self.topics, offsets=self.offsets, groups=self.groups, clients=self.clients,
@@ -206,7 +222,9 @@ class BrokerController:
                                      role=lambda: self.config.broker_role.name, register_now=self.register_all,
                                      extra_runtime_info=self._ha_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
-                                                      on_group_changed=self.consumer_processor.notify_ids_changed)
+                                                      on_group_changed=self.consumer_processor.notify_ids_changed,
+                                                      filters=self.filters,
+                                                      enable_property_filter=self.config.enable_property_filter)
         for processor in (send, pull, admin, self.client_processor, self.consumer_processor, *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic

@@ -5,6 +5,10 @@ arrival listener (called on the event loop right after a message is dispatched t
 wakes every parked pull of that queue whose offset is now below the queue's max offset and whose tag
 filter accepts the new message; a parked pull that nobody wakes is released at its deadline and
 re-run once. Parked pulls are bounded; a pull beyond the bound is answered at once.
+
+A parked SQL92 pull also has a record filter: the arriving message is read back (once per arrival, only when
+such a pull waits on its queue) and wakes the pull only if its properties match, so a stream of messages the
+consumer does not want never turns its long poll into a string of empty answers.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 MessageFilter = Callable[[int], bool]
+RecordFilter = Callable[[memoryview], bool]
+RecordReader = Callable[[str, int, int], "memoryview | None"]
+"""(topic, queue id, queue offset) -> the stored record there, or None."""
 
 
 @dataclass(slots=True)
@@ -22,6 +29,7 @@ class HeldPull:
     message_filter: MessageFilter | None
     future: asyncio.Future[bool]
     timer: asyncio.TimerHandle | None = None
+    record_filter: RecordFilter | None = None
 
 
 class PullRequestHoldService:
@@ -29,6 +37,11 @@ class PullRequestHoldService:
         self.max_held = max_held
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
         self._count = 0
+        self._read_record: RecordReader | None = None
+
+    def set_record_reader(self, reader: RecordReader) -> None:
+        """How the wake-up reads an arriving message back for a parked pull's record filter."""
+        self._read_record = reader
 
     @property
     def held(self) -> int:
@@ -38,7 +51,7 @@ class PullRequestHoldService:
         return self._count < self.max_held
 
     def park(self, topic: str, queue_id: int, offset: int, timeout: float,
-             message_filter: MessageFilter | None) -> asyncio.Future[bool]:
+             message_filter: MessageFilter | None, record_filter: RecordFilter | None = None) -> asyncio.Future[bool]:
         """Park a pull at once; the result resolves True when a matching message arrives past ``offset``,
         False when ``timeout`` passes.
 
@@ -48,7 +61,7 @@ class PullRequestHoldService:
         open a window in which such a wake-up is lost and the pull sleeps its whole timeout.
         """
         loop = asyncio.get_running_loop()
-        held = HeldPull(offset, message_filter, loop.create_future())
+        held = HeldPull(offset, message_filter, loop.create_future(), record_filter=record_filter)
         held.timer = loop.call_later(timeout, self._expire, held)
         key = (topic, queue_id)
         self._held.setdefault(key, []).append(held)
@@ -61,12 +74,23 @@ class PullRequestHoldService:
         waiting = self._held.get((topic, queue_id))
         if not waiting:
             return
+        record: memoryview | None = None
+        read = False
         for held in waiting:
             if held.future.done() or held.offset >= max_offset:
                 continue
             if held.message_filter is not None and not held.message_filter(tags_code):
                 continue
+            if held.record_filter is not None:
+                if not read:
+                    read = True
+                    record = self._read_record(topic, queue_id, max_offset - 1) if self._read_record else None
+                # A message that cannot be read back wakes the pull: its re-read decides.
+                if record is not None and not held.record_filter(record):
+                    continue
             held.future.set_result(True)
+        if record is not None:
+            record.release()
 
     def _expire(self, held: HeldPull) -> None:
         if not held.future.done():

@@ -25,6 +25,7 @@ vocabulary in :mod:`client.consumer.types` (:class:`ConsumeResult`, :class:`Mess
 from client.consumer.pull import PullConsumer
 from client.consumer.pull_result import PullResult, PullStatus
 from client.consumer.push import BatchMessageHandler, MessageHandler, PushConsumer
+from client.consumer.selector import MessageSelector
 from client.consumer.types import ConsumeFromWhere, ConsumeResult, MessageModel
 from client.core.errors import (
     BrokerNotFoundError,
@@ -42,6 +43,7 @@ from client.core.message_ext import MessageExt
 from client.producer.config import SendAttemptHook
 from client.producer.producer import Producer, SendCallback
 from client.producer.send_loop import MessageQueueSelector
+from remoting.acl import SessionCredentials
 from remoting.errors import RemotingError, ResponseError
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
     "NoNameServerError",
     "NoRouteError",
     "Producer",
@@ -75,4 +78,5 @@ __all__ = [
     "SendFailedError",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
 ]

@@ -54,6 +54,7 @@ from client.consumer.pull import BROKER_SUSPEND_MAX, PULL_RPC_MARGIN
 from client.consumer.pull import PullConsumer as AsyncPullConsumer
 from client.consumer.pull_result import PullResult
 from client.consumer.push import PushConsumer as AsyncPushConsumer
+from client.consumer.selector import MessageSelector
 from client.consumer.types import ConsumeResult
 from client.core.errors import MQClientError, ProducerStateError
 from client.core.member import ClientMember
@@ -393,7 +394,7 @@ class PushConsumer(_Blocking[AsyncPushConsumer]):
             max_workers=consumer.config.consume_thread_max, thread_name_prefix=f"pocketmq-consume-{group}")
         super().__init__(consumer, start=start)
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         """As :meth:`client.consumer.push.PushConsumer.subscribe` (before or after start)."""
         self._configure(lambda: self._member.subscribe(topic, expression))
 
@@ -467,7 +468,8 @@ class PullConsumer(_Blocking[AsyncPullConsumer]):
     def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._runner.call(self._member.fetch_subscribe_message_queues(topic), self._call_wait())
 
-    def pull(self, mq: MessageQueue, subscription_expression: str | None, offset: int, max_nums: int = 32, *,
+    def pull(self, mq: MessageQueue, subscription_expression: str | MessageSelector | None, offset: int,
+             max_nums: int = 32, *,
              block: bool = False, timeout: float | None = None) -> PullResult:
         """Blocking :meth:`client.consumer.pull.PullConsumer.pull`."""
         if block:

@@ -31,7 +31,7 @@ TAG_SEPARATOR = "||"
 
 
 class ExpressionType:
-    """How a subscription's expression is read; only TAG is supported."""
+    """How a subscription's expression is read: TAG (``||``-joined tags) or SQL92 (:mod:`common.filter`)."""
 
     TAG = "TAG"
     SQL92 = "SQL92"

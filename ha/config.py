@@ -21,7 +21,9 @@ class HAConfig:
     """Everything the replication package can be told."""
 
     ha_listen_host: str = "0.0.0.0"
-    """Address the master's HA server binds to."""
+    """Address the master's HA server binds to (``haListenHost``; the broker defaults it to its own address).
+    The 4.x replication protocol carries no authentication: whoever reaches this port can read the commit log
+    (as a slave does), so it should be reachable by the slaves only."""
     ha_listen_port: int = 10912
     """Master's HA port (RocketMQ forces ``listenPort + 1``; the broker decides). 0 picks a free port."""
     ha_master_address: str = ""
@@ -83,6 +85,7 @@ class HAConfig:
 
 
 PROPERTY_NAMES: dict[str, tuple[str, str]] = {
+    "haListenHost": ("ha_listen_host", "str"),
     "haListenPort": ("ha_listen_port", "int"),
     "haMasterAddress": ("ha_master_address", "str"),
     "haTransferBatchSize": ("ha_transfer_batch_size", "int"),

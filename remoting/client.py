@@ -6,12 +6,14 @@
 * Every request has its own timeout (``RemotingTimeoutError``); oneway requests are never answered.
 * Requests the peer sends us (``NOTIFY_CONSUMER_IDS_CHANGED`` from a broker) go to handlers registered
   with :meth:`RemotingClient.register`, exactly as on a server.
+* ``before_request`` (an ACL signer) sees every request sent on every connection, just before it is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
@@ -36,8 +38,10 @@ class RemotingClient:
         connect_timeout: float = 3.0,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         max_pending_per_connection: int = 65536,
+        before_request: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
+        self.before_request = before_request
         self.max_frame_length = max_frame_length
         self.max_pending_per_connection = max_pending_per_connection
         self._handlers: dict[int, Handler] = {}
@@ -105,12 +109,14 @@ class RemotingClient:
         loop = asyncio.get_running_loop()
 
         def factory() -> Connection:
-            return Connection(
+            conn = Connection(
                 self._handlers,
                 max_frame_length=self.max_frame_length,
                 max_pending=self.max_pending_per_connection,
                 on_close=lambda c: self._forget(addr, c),
             )
+            conn.before_request = self.before_request
+            return conn
 
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(factory, host, port), self.connect_timeout)

@@ -99,6 +99,8 @@ class Connection(asyncio.Protocol):
         self.close_after_flush = False
         #: Set by a server over its connection bound: the connection is closed as soon as it is made.
         self.refuse = False
+        #: Called on every request this side sends, just before it is written (a client's ACL signature).
+        self.before_request: Callable[[RemotingCommand], None] | None = None
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------
 
@@ -225,6 +227,8 @@ class Connection(asyncio.Protocol):
         """Send a request and wait for its response (matched by ``opaque``)."""
         if self._write_paused:
             await self.drain()
+        if self.before_request is not None:
+            self.before_request(cmd)
         if len(self._pending) >= self._max_pending:
             raise BufferFullError(f"{len(self._pending)} requests already pending on {self.remote_addr}")
         fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
@@ -241,6 +245,8 @@ class Connection(asyncio.Protocol):
         """Send a request that is never answered."""
         if self._write_paused:
             await self.drain()
+        if self.before_request is not None:
+            self.before_request(cmd)
         self.send(cmd)
 
     async def drain(self) -> None:

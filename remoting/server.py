@@ -6,6 +6,10 @@ once) and bounded in-flight requests per connection (answered SYSTEM_BUSY beyond
 closed after ``idle_timeout`` by one periodic scan rather than a timer per connection, callbacks when a
 connection closes (the name server forgets a broker, the broker forgets a client), and a graceful stop:
 stop accepting, let in-flight requests finish within a grace period, then close.
+
+A pre-dispatch hook (:meth:`RemotingServer.set_request_hook`, the broker's ACL) sees every request to a
+registered code before its handler and may answer it instead. Without one the handler table is the handlers
+themselves: the hook costs nothing when it is not set.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ from dataclasses import dataclass
 
 from common.logs import get_logger
 from common.service import periodic
-from remoting.connection import Connection, Handler
+from remoting.command import RemotingCommand
+from remoting.connection import Connection, Handler, HandlerResult
 from remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 
 log = get_logger("remoting.server")
+
+RequestHook = Callable[[RemotingCommand, Connection], RemotingCommand | None]
+"""Called before a request's handler: None lets the handler run, a command is the answer instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +48,8 @@ class RemotingServer:
         self.config = config
         self.name = name
         self._handlers: dict[int, Handler] = {}
+        self._raw_handlers: dict[int, Handler] = {}
+        self._hook: RequestHook | None = None
         self._close_callbacks: list[Callable[[Connection], None]] = []
         self._connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
@@ -51,7 +61,15 @@ class RemotingServer:
 
     def register(self, code: int, handler: Handler) -> None:
         """Serve request ``code`` with ``handler`` (replacing any earlier one)."""
-        self._handlers[int(code)] = handler
+        self._raw_handlers[int(code)] = handler
+        self._handlers[int(code)] = handler if self._hook is None else _hooked(self._hook, handler)
+
+    def set_request_hook(self, hook: RequestHook | None) -> None:
+        """Run ``hook`` before every registered handler (None: remove it). The table connections share is
+        updated in place, so it applies to connections already open too."""
+        self._hook = hook
+        for code, handler in self._raw_handlers.items():
+            self._handlers[code] = handler if hook is None else _hooked(hook, handler)
 
     def on_connection_closed(self, callback: Callable[[Connection], None]) -> None:
         self._close_callbacks.append(callback)
@@ -144,3 +162,11 @@ class RemotingServer:
             if conn.last_activity < deadline:
                 log.info("idle_connection_closed", server=self.name, peer=conn.remote_addr)
                 conn.close()
+
+
+def _hooked(hook: RequestHook, handler: Handler) -> Handler:
+    def guarded(request: RemotingCommand, conn: Connection) -> HandlerResult:
+        answer = hook(request, conn)
+        return handler(request, conn) if answer is None else answer
+
+    return guarded

@@ -59,7 +59,7 @@ from store.mapped_file import MappedFile, MappedFileAllocator, fsync_dir, is_no_
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.put_path import PutOutcome, PutPath, ReplicaWaiter
 from store.queue_table import ConsumeQueueTable
-from store.reader import MessageFilter, MessageReader
+from store.reader import MessageFilter, MessageReader, RecordFilter
 from store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
 from store.reput import Reput
 from store.results import GetMessageResult, PutMessageResult, PutMessageStatus
@@ -465,15 +465,17 @@ class MessageStore:
         return self._queues.find(topic, queue_id)
 
     def get_messages(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
-                     max_bytes: int | None = None, message_filter: MessageFilter | None = None) -> GetMessageResult:
+                     max_bytes: int | None = None, message_filter: MessageFilter | None = None,
+                     record_filter: RecordFilter | None = None) -> GetMessageResult:
         """Read up to ``max_count`` messages (capped at ``max_transfer_count_on_message_in_memory``) and
         ``max_bytes`` (capped at ``max_transfer_bytes_on_message_in_memory``; at least one message is
-        returned whatever its size) from queue offset ``offset``. ``message_filter`` sees each tag code.
+        returned whatever its size) from queue offset ``offset``. ``message_filter`` sees each tag code,
+        ``record_filter`` each record whose tag code passed.
         ``group`` is accepted for the broker's bookkeeping and not used by the store."""
         del group
         if self._state is not _State.RUNNING:
             raise StoreNotRunningError("the message store is not running")
-        return self._reader.get_messages(topic, queue_id, offset, max_count, max_bytes, message_filter)
+        return self._reader.get_messages(topic, queue_id, offset, max_count, max_bytes, message_filter, record_filter)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """Next queue offset to be written (0 for an unknown queue)."""

@@ -6,6 +6,10 @@ A pull reads within one consume-queue file and scans a bounded number of units (
 ``max(16000, 20 * max_count)``, for filters that reject a lot), as RocketMQ does. On a slave, an offset out of
 range is answered with the consumer's own offset as the next one (RocketMQ's ``nextOffsetCorrection``: a
 slave never moves a consumer). Reads return views of the mapped files, never copies.
+
+Filtering is two stages, as in RocketMQ's ``MessageFilter``: the tag code in the consume-queue unit first (no
+commit-log read for a unit it rejects), then, for what passed, the stored record itself (a SQL92 subscription
+evaluated on its properties). Units either stage rejects are skipped: the next begin offset moves past them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from store.results import GetMessageResult, GetMessageStatus
 
 MessageFilter = Callable[[int], bool]
 """Accepts a consume-queue tag code; None in its place means accept everything."""
+RecordFilter = Callable[[memoryview], bool]
+"""Accepts a stored record (a view of it, valid during the call) whose tag code passed; a SQL92 subscription's
+property check. None: accept everything."""
 
 _MIN_FILTER_SCAN = 16_000
 
@@ -48,10 +55,11 @@ class MessageReader:
         return old if self._is_slave else new
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int | None,
-                     message_filter: MessageFilter | None) -> GetMessageResult:
+                     message_filter: MessageFilter | None,
+                     record_filter: RecordFilter | None = None) -> GetMessageResult:
         """Up to ``max_count`` messages (capped at ``max_transfer_count_on_message_in_memory``) and ``max_bytes``
         (capped at ``max_transfer_bytes_on_message_in_memory``; at least one message whatever its size) from
-        queue offset ``offset``; ``message_filter`` sees each tag code."""
+        queue offset ``offset``; ``message_filter`` sees each tag code, ``record_filter`` each record that passed it."""
         cq = self._find(topic, queue_id)
         if cq is None:
             status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE if queue_id < 0 else GetMessageStatus.NO_MESSAGE_IN_QUEUE
@@ -68,10 +76,12 @@ class MessageReader:
         if offset > max_offset:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, max_offset),
                                     min_offset, max_offset)
-        return self._read_queue(cq, offset, min_offset, max_offset, max_count, max_bytes, message_filter)
+        return self._read_queue(cq, offset, min_offset, max_offset, max_count, max_bytes, message_filter,
+                                record_filter)
 
     def _read_queue(self, cq: ConsumeQueue, offset: int, min_offset: int, max_offset: int, max_count: int,
-                    max_bytes: int | None, message_filter: MessageFilter | None) -> GetMessageResult:
+                    max_bytes: int | None, message_filter: MessageFilter | None,
+                    record_filter: RecordFilter | None) -> GetMessageResult:
         """Scan units from ``offset`` within one consume-queue file (see the module docstring)."""
         count_limit = max(1, min(max_count, self._max_transfer_count))
         bytes_limit = self._max_transfer_bytes if max_bytes is None else min(max_bytes, self._max_transfer_bytes)
@@ -101,6 +111,10 @@ class MessageReader:
             view = get_message(phys, size)
             if view is None:
                 removed = True
+                index += 1
+                continue
+            if record_filter is not None and not record_filter(view):
+                view.release()
                 index += 1
                 continue
             buffers.append(view)

@@ -5,6 +5,13 @@ The store's status becomes a response code in :func:`broker.status.get_status_to
 :class:`~broker.long_polling.PullRequestHoldService` until a matching message arrives or its
 ``suspendTimeoutMillis`` passes, then re-run once without suspending. Parking is a coroutine of its own,
 so other requests on the same connection (heartbeats) are answered meanwhile.
+
+SQL92 subscriptions (``expressionType=SQL92``, from the group's heartbeat or the pull's own ``subscription``)
+are compiled once by :class:`~broker.filter.ConsumerFilterManager` and evaluated on each message's properties
+while the store reads (tag codes first when the selector allows it). As in RocketMQ 4.9: an expression in the
+pull that does not compile is SUBSCRIPTION_PARSE_FAILED (23), one from a heartbeat FILTER_DATA_NOT_EXIST (27),
+and with ``enablePropertyFilter=false`` a SQL92 subscription is SYSTEM_ERROR (1) "The broker does not support
+consumer to filter message by SQL92".
 """
 
 from __future__ import annotations
@@ -12,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from broker.client_manager import ClientManager
-from broker.long_polling import MessageFilter, PullRequestHoldService
+from broker.filter import ConsumerFilterManager, is_tag_type
+from broker.long_polling import MessageFilter, PullRequestHoldService, RecordFilter
 from broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
 from broker.status import get_status_to_response
 from broker.topic_manager import TopicConfigManager
+from common.filter import FilterError
 from common.subscription import SubscriptionData, build_subscription_data
 from common.sysflag import PullSysFlag
 from common.topic_config import PermName
@@ -23,6 +32,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection, Handler
 from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from store.consume_queue import BLANK_UNIT_SIZE
 from store.message_store import MessageStore
 from store.results import GetMessageResult
 
@@ -44,6 +54,8 @@ class PullMessageProcessor:
         broker_permission: Callable[[], int],
         slave_read_enable: bool,
         on_get: Callable[[int, int, str, str], None] | None = None,
+        filters: ConsumerFilterManager | None = None,
+        enable_property_filter: bool = False,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -55,6 +67,9 @@ class PullMessageProcessor:
         self.broker_permission = broker_permission
         self.slave_read_enable = slave_read_enable
         self.on_get = on_get
+        self.filters = filters if filters is not None else ConsumerFilterManager()
+        self.enable_property_filter = enable_property_filter
+        hold.set_record_reader(self._record_at)
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull}
@@ -64,34 +79,64 @@ class PullMessageProcessor:
         checked = self._check(req, h)
         if isinstance(checked, RemotingCommand):
             return checked
-        message_filter = checked.tags_code_filter()
+        filters = self._filters(req, h, checked)
+        if isinstance(filters, RemotingCommand):
+            return filters
+        message_filter, record_filter = filters
         if h.sys_flag & PullSysFlag.COMMIT_OFFSET and self.is_master and h.commit_offset >= 0:
             self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        result = self._read(h, message_filter)
+        result = self._read(h, message_filter, record_filter)
         suspend = h.sys_flag & PullSysFlag.SUSPEND and h.suspend_timeout_millis > 0
         # Every "not found" is parked, as RocketMQ does: the queue's end (OFFSET_OVERFLOW_ONE) and a queue
         # never written to yet, pulled at 0.
         if (suspend and get_status_to_response(result, h.queue_offset, self.is_master)[0] == ResponseCode.PULL_NOT_FOUND
                 and self.hold.has_room()):
             result.release()
-            return self._suspend(req, h, message_filter, conn)
+            return self._suspend(req, h, message_filter, record_filter, conn)
         return self._respond(req, h, result)
 
     def _suspend(self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter | None,
-                 conn: Connection) -> Awaitable[RemotingCommand]:
+                 record_filter: RecordFilter | None, conn: Connection) -> Awaitable[RemotingCommand]:
         timeout = min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_SECONDS)
-        woken = self.hold.park(h.topic, h.queue_id, h.queue_offset, timeout, message_filter)
+        woken = self.hold.park(h.topic, h.queue_id, h.queue_offset, timeout, message_filter, record_filter)
         conn.park(woken)  # a pull whose consumer left (or a stopping broker) is not held
-        return self._answer_when_woken(req, h, message_filter, woken)
+        return self._answer_when_woken(req, h, message_filter, record_filter, woken)
 
     async def _answer_when_woken(self, req: RemotingCommand, h: PullMessageRequestHeader,
-                                 message_filter: MessageFilter | None, woken: Awaitable[bool]) -> RemotingCommand:
+                                 message_filter: MessageFilter | None, record_filter: RecordFilter | None,
+                                 woken: Awaitable[bool]) -> RemotingCommand:
         await woken
-        return self._respond(req, h, self._read(h, message_filter))
+        return self._respond(req, h, self._read(h, message_filter, record_filter))
 
-    def _read(self, h: PullMessageRequestHeader, message_filter: MessageFilter | None) -> GetMessageResult:
+    def _read(self, h: PullMessageRequestHeader, message_filter: MessageFilter | None,
+              record_filter: RecordFilter | None) -> GetMessageResult:
         return self.store.get_messages(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
-                                       h.max_msg_bytes, message_filter)
+                                       h.max_msg_bytes, message_filter, record_filter)
+
+    def _record_at(self, topic: str, queue_id: int, offset: int) -> memoryview | None:
+        """The stored record at a queue offset (the long-poll wake-up's property check); None if gone."""
+        cq = self.store.find_consume_queue(topic, queue_id)
+        unit = cq.get_unit(offset) if cq is not None and cq.min_offset <= offset < cq.max_offset else None
+        if unit is None or unit[1] == BLANK_UNIT_SIZE:
+            return None
+        return self.store.get_commit_log_data(unit[0], unit[1])
+
+    def _filters(self, req: RemotingCommand, h: PullMessageRequestHeader, sub: SubscriptionData
+                 ) -> RemotingCommand | tuple[MessageFilter | None, RecordFilter | None]:
+        """The tag-code and record filters of a subscription, or the error answer (see the module docstring)."""
+        if is_tag_type(sub.expression_type):
+            return sub.tags_code_filter(), None
+        try:
+            compiled = self.filters.get(h.consumer_group, sub)
+        except FilterError:
+            if h.sys_flag & PullSysFlag.SUBSCRIPTION:
+                return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
+            return req.response(ResponseCode.FILTER_DATA_NOT_EXIST,
+                                "The broker's consumer filter data is not exist!Your expression may be wrong!")
+        if not self.enable_property_filter:
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"The broker does not support consumer to filter message by {sub.expression_type}")
+        return compiled.tags_filter, compiled.record_filter
 
     def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> RemotingCommand | SubscriptionData:
         if not self.broker_permission() & PermName.PERM_READ:
@@ -111,7 +156,10 @@ class PullMessageProcessor:
             return req.response(ResponseCode.SYSTEM_ERROR,
                                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] has {topic.read_queue_nums}")
         if h.sys_flag & PullSysFlag.SUBSCRIPTION:
-            return build_subscription_data(h.topic, h.subscription, h.sub_version)
+            if is_tag_type(h.expression_type):
+                return build_subscription_data(h.topic, h.subscription, h.sub_version)
+            return SubscriptionData(h.topic, h.subscription or "", sub_version=h.sub_version,
+                                    expression_type=str(h.expression_type))
         info = self.clients.consumers.get(h.consumer_group)
         if info is None:
             return req.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,

@@ -34,7 +34,7 @@ from client.core.message import MessageQueue
 from client.core.message_ext import MessageExt
 from client.core.route_table import FindBrokerResult
 from common.logs import get_logger
-from common.subscription import ExpressionType, SubscriptionData
+from common.subscription import SubscriptionData
 from common.sysflag import PullSysFlag
 from common.topic_config import PermName
 from remoting.codes import RequestCode, ResponseCode, SerializeType
@@ -216,7 +216,7 @@ class ConsumerAPI:
             header = PullMessageRequestHeader(
                 self.group, mq.topic, mq.queue_id, offset, max_nums, _member_flag(sys_flag, found, post_subscription),
                 commit_offset, suspend_timeout_ms, subscription.sub_version,
-                subscription.sub_string if post_subscription else None, ExpressionType.TAG,
+                subscription.sub_string if post_subscription else None, subscription.expression_type,
             )
             try:
                 response = await self._invoke(found.addr, self._request(RequestCode.PULL_MESSAGE, header.to_fields()),
@@ -294,6 +294,20 @@ class ConsumerAPI:
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after ``timestamp_ms``."""
         return await self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, timestamp_ms)
+
+    async def check_client_config(self, subscription: SubscriptionData) -> None:
+        """CHECK_CLIENT_CONFIG (46) to one broker of the topic, as a Java push consumer sends at start for each
+        SQL92 subscription: raises the broker's refusal (``enablePropertyFilter=false``: SYSTEM_ERROR; an
+        expression it cannot compile: SUBSCRIPTION_PARSE_FAILED). Without a route nothing is asked."""
+        route = self.instance.routes.subscribe_route(subscription.topic)
+        for broker in route.broker_datas if route is not None else ():
+            addr = broker.master_addr() or broker.select_broker_addr()
+            if addr is None:
+                continue
+            body = dumps({"clientId": self.instance.client_id, "group": self.group,
+                          "subscriptionData": subscription.to_json_dict()})
+            await self._call(addr, self._request(RequestCode.CHECK_CLIENT_CONFIG, None, body, json=True))
+            return
 
     # -- membership and locks ---------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from typing import Any, Unpack
 from client.consumer.broker_api import ConsumerAPI, subscribe_queues
 from client.consumer.config import PullConsumerArgs, PullConsumerConfig
 from client.consumer.pull_result import PullResult
+from client.consumer.selector import MessageSelector
 from client.consumer.subscription import build_subscription, consumer_data_json
 from client.consumer.types import ConsumeFromWhere, ConsumeType
 from client.core.errors import ConsumerStateError, NoRouteError
@@ -67,7 +68,7 @@ class PullConsumer(ClientMember):
         super().__init__(PullConsumerConfig(group=group, **options))
         self._api: ConsumerAPI | None = None
         self._topics: dict[str, SubscriptionData] = {}
-        self._expressions: dict[tuple[str, str], SubscriptionData] = {}
+        self._expressions: dict[tuple[str, str | MessageSelector], SubscriptionData] = {}
         self._log = log.bind(group=self.group)
 
     # -- lifecycle --------------------------------------------------------------------------------------
@@ -132,7 +133,7 @@ class PullConsumer(ClientMember):
 
     # -- pulling ----------------------------------------------------------------------------------------
 
-    def _subscription(self, topic: str, expression: str) -> SubscriptionData:
+    def _subscription(self, topic: str, expression: str | MessageSelector) -> SubscriptionData:
         key = (topic, expression)
         sub = self._expressions.get(key)
         if sub is None:
@@ -145,7 +146,7 @@ class PullConsumer(ClientMember):
     async def pull(
         self,
         mq: MessageQueue,
-        subscription_expression: str | None,
+        subscription_expression: str | MessageSelector | None,
         offset: int,
         max_nums: int = 32,
         *,
@@ -153,7 +154,7 @@ class PullConsumer(ClientMember):
         timeout: float | None = None,
     ) -> PullResult:
         """Pull up to ``max_nums`` messages of ``mq`` from ``offset`` that match the expression (``"*"``,
-        ``None`` or ``"tagA || tagB"``).
+        ``None``, ``"tagA || tagB"`` or a :class:`MessageSelector`, SQL92 included).
 
         ``block=False``: one request, answered at once (``timeout`` is its budget, default
         ``pull_timeout``). ``block=True``: a long poll; the broker holds the request up to ``timeout``

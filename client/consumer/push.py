@@ -58,6 +58,7 @@ from client.consumer.offset_store import LocalOffsetStore, OffsetCommitter, Offs
 from client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from client.consumer.pull_service import PullService
 from client.consumer.rebalance import RebalanceService
+from client.consumer.selector import MessageSelector
 from client.consumer.subscription import build_subscription, consumer_data_json
 from client.consumer.types import ConsumeResult, ConsumeType, delay_level_for_retry
 from client.core.errors import ConsumerStateError, MQClientError
@@ -70,7 +71,7 @@ from client.producer.producer import Producer
 from common.logs import get_logger
 from common.message import MessageConst
 from common.service import Service, periodic
-from common.subscription import SubscriptionData
+from common.subscription import ExpressionType, SubscriptionData
 from common.topic import retry_topic
 from remoting.errors import PocketMQError
 
@@ -123,8 +124,9 @@ class PushConsumer(ClientMember):
 
     # -- configuration ----------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        """Subscribe to ``topic`` with ``"*"`` or ``"tagA || tagB"`` (replacing an earlier expression).
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
+        """Subscribe to ``topic`` with ``"*"``, ``"tagA || tagB"`` or a :class:`MessageSelector` (tags or SQL92)
+        (replacing an earlier expression).
         After start the brokers hear of it at once and the queues are rebalanced."""
         check_topic(topic)
         if topic not in self._subscriptions and len(self._subscriptions) >= MAX_SUBSCRIPTIONS:
@@ -228,6 +230,9 @@ class PushConsumer(ClientMember):
                 await instance.refresher.refresh(topic, config.namesrv_timeout, publish=False)
             except PocketMQError as exc:
                 self._log.warning("route_lookup_failed", topic=topic, error=str(exc))
+        for sub in list(self._subscriptions.values()):
+            if sub.expression_type == ExpressionType.SQL92:
+                await api.check_client_config(sub)  # a broker that cannot serve it fails the start, as in Java
         await instance.send_heartbeat_to_all()
         services.start()
 

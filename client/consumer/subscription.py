@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from client.consumer.selector import MessageSelector
 from client.consumer.types import ConsumeFromWhere, ConsumeType, MessageModel
 from client.core.errors import MQClientError
+from common.filter import FilterError, compile_selector
 from common.subscription import (
     SUB_ALL,
     ExpressionType,
@@ -44,20 +46,30 @@ def _now_ms() -> int:
 
 def build_subscription(
     topic: str,
-    expression: str | None = SUB_ALL,
+    expression: str | MessageSelector | None = SUB_ALL,
     *,
     expression_type: str = ExpressionType.TAG,
     now_ms: Callable[[], int] = _now_ms,
 ) -> SubscriptionData:
-    """A TAG subscription to ``topic``, versioned with the current time.
+    """A subscription to ``topic``, versioned with the current time.
 
-    ``"*"``, ``""`` and ``None`` subscribe to everything (``sub_string`` ``"*"``); otherwise ``sub_string`` is
-    the expression as given and each tag contributes its Java hash code. SQL92 and class filters are not
-    supported, and an expression other than ``*`` must name a tag (``"||"`` does not):
-    :class:`SubscriptionParseError`.
+    ``expression`` is a tag expression or a :class:`~client.consumer.selector.MessageSelector` (whose type wins
+    over ``expression_type``). Tags: ``"*"``, ``""`` and ``None`` subscribe to everything (``sub_string``
+    ``"*"``); otherwise ``sub_string`` is the expression as given and each tag contributes its Java hash code,
+    and the expression must name a tag (``"||"`` does not). SQL92: the expression must compile
+    (:mod:`common.filter`); the broker filters, the client takes what it is sent. Class filters are not
+    supported. Anything refused raises :class:`SubscriptionParseError`.
     """
+    if isinstance(expression, MessageSelector):
+        expression_type, expression = expression.expression_type, expression.expression
+    if expression_type == ExpressionType.SQL92:
+        try:
+            compile_selector(expression or "")
+        except FilterError as exc:
+            raise SubscriptionParseError(f"SQL92 expression {expression!r} does not compile: {exc}") from None
+        return SubscriptionData(topic, str(expression), sub_version=now_ms(), expression_type=ExpressionType.SQL92)
     if expression_type != ExpressionType.TAG:
-        raise SubscriptionParseError(f"expression type {expression_type!r} is not supported, only TAG")
+        raise SubscriptionParseError(f"expression type {expression_type!r} is not supported, only TAG and SQL92")
     if not is_sub_all(expression) and not parse_tags(expression):
         raise SubscriptionParseError(f"subscription expression {expression!r} names no tag")
     return build_subscription_data(topic, expression, now_ms())

@@ -19,6 +19,7 @@ from typing import TypedDict
 
 from client.core.errors import NoNameServerError
 from client.core.uniq import client_id
+from remoting.acl import SessionCredentials
 from remoting.codes import SerializeType
 
 __all__ = [
@@ -78,6 +79,8 @@ class ClientConfig:
     min_refresh_interval: float = 1.0
     default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
     max_pending_per_connection: int = 65536
+    #: ACL keys: every request the instance sends is signed with them (RocketMQ's ``AclClientRPCHook``).
+    credentials: SessionCredentials | None = None
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:
@@ -99,6 +102,7 @@ class ClientArgs(TypedDict, total=False):
     namesrv_timeout: float
     connect_timeout: float
     serialize_type: int
+    credentials: SessionCredentials | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +122,8 @@ class ClientOptions:
     namesrv_timeout: float = 3.0
     connect_timeout: float = 3.0
     serialize_type: int = SerializeType.MSGPACK
+    #: ACL keys (``SessionCredentials(access_key, secret_key)``): every request is signed; None: unsigned.
+    credentials: SessionCredentials | None = None
     #: The instance-sharing key derived from the fields above (validated with them).
     client: ClientConfig = field(init=False, repr=False, compare=False)
 
@@ -131,6 +137,7 @@ class ClientOptions:
             namesrv_timeout=self.namesrv_timeout,
             connect_timeout=self.connect_timeout,
             default_topic_queue_nums=self._default_topic_queue_nums(),
+            credentials=self.credentials,
         )
         object.__setattr__(self, "client", client)
 
@@ -144,5 +151,5 @@ class ClientOptions:
             namesrv_addr=self.namesrv_addr, instance_name=self.instance_name, client_ip=self.client_ip,
             poll_name_server_interval=self.poll_name_server_interval,
             heartbeat_broker_interval=self.heartbeat_broker_interval, namesrv_timeout=self.namesrv_timeout,
-            connect_timeout=self.connect_timeout, serialize_type=self.serialize_type,
+            connect_timeout=self.connect_timeout, serialize_type=self.serialize_type, credentials=self.credentials,
         )

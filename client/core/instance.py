@@ -109,6 +109,7 @@ class MQClientInstance:
         self.remoting = RemotingClient(
             connect_timeout=config.connect_timeout,
             max_pending_per_connection=config.max_pending_per_connection,
+            before_request=config.credentials.sign if config.credentials is not None else None,
         )
         #: addr → live connection; the producers' hot path reads it directly.
         self.connections: dict[str, Connection] = {}

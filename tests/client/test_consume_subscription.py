@@ -45,9 +45,13 @@ def test_expression_without_tags_is_refused(expression: str) -> None:
         build_subscription("T", expression)
 
 
-def test_only_tag_expressions_are_supported() -> None:
+def test_tag_and_sql92_expressions_are_supported() -> None:
+    sql = build_subscription("T", "a > 1", expression_type="SQL92", now_ms=lambda: 5)
+    assert (sql.sub_string, sql.expression_type, sql.sub_version, sql.tags_set) == ("a > 1", "SQL92", 5, [])
     with pytest.raises(SubscriptionParseError, match="SQL92"):
-        build_subscription("T", "a > 1", expression_type="SQL92")
+        build_subscription("T", "a >", expression_type="SQL92")
+    with pytest.raises(SubscriptionParseError, match="only TAG and SQL92"):
+        build_subscription("T", "x", expression_type="GROOVY")
 
 
 def test_heartbeat_shape() -> None:
