@@ -1,11 +1,23 @@
-"""The workloads against NATS JetStream through ``nats-py`` (file storage, publish with ack).
+"""The workloads against NATS JetStream through ``nats-py`` (file storage, publish with ack), in two styles.
+
+Tuned (NATS's own high-throughput usage, the row "publish_async"):
+
+* W1/W2: one coroutine calling ``js.publish_async`` (which waits while ``Tuning.nats_pending`` acks are
+  outstanding) and counting each PubAck as its future completes; then ``publish_async_completed``.
+* W4: the pull consumer fetches ``Tuning.nats_fetch`` messages per request.
+
+Naive (the row "naive client"):
 
 * W1/W2: ``in_flight`` coroutines, each awaiting ``js.publish`` (the server's PubAck) in a loop.
+* W4: fetches of 100.
+
+Both (the naive row does not run W3 and W5: the same usage):
+
 * W3: one ``js.publish`` at a time.
 * W5: JetStream has no batch publish; its own pipelining is ``js.publish_async``: each of
   ``batch_workers`` coroutines issues ``batch`` publishes and awaits their acks together.
-* W4: a durable pull consumer (deliver all) fetching 100 at a time; ``EACH`` acknowledges every message
-  (``AckPolicy.EXPLICIT``, ``msg.ack()``), ``BATCH`` acknowledges the last of every 100 (``AckPolicy.ALL``).
+* W4: a durable pull consumer (deliver all); ``EACH`` acknowledges every message (``AckPolicy.EXPLICIT``,
+  ``msg.ack()``), ``BATCH`` acknowledges every 100th and the last (``AckPolicy.ALL``).
 
 Each stream is named after the run and holds one subject of the same name.
 """
@@ -43,8 +55,19 @@ class NatsClient(SendRuns):
     refill_per_consume = False
     fill_workers = 32
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, tuned: bool = True) -> None:
         self.url = url
+        self.tuned = tuned
+
+    async def produce(self, name: str, size: int, plan: Plan) -> Measure:
+        if not self.tuned:
+            return await super().produce(name, size, plan)
+        connection, js = await self._connect(max_pending=plan.tuning.nats_pending)
+        try:
+            await self._stream(js, name)
+            return await _publish_async_run(js, name, body(size), Budget(plan.count, plan.time_limit))
+        finally:
+            await connection.close()
 
     async def _connect(self, max_pending: int = 4000) -> tuple[NatsConnection, JetStreamContext]:
         connection = await nats.connect(self.url, connect_timeout=5, max_reconnect_attempts=0,
@@ -86,20 +109,23 @@ class NatsClient(SendRuns):
                                         max_ack_pending=100_000, ack_wait=60.0)
             progress = ConsumeProgress(count)
             start = time.perf_counter()
+            fetch = plan.tuning.nats_fetch if self.tuned else ACK_EVERY
             subscription = await js.pull_subscribe(name, durable=f"{name}-{mode}", stream=name, config=config)
             deadline = time.monotonic() + plan.time_limit
             while not progress.finished.is_set() and time.monotonic() < deadline:
                 if time.perf_counter() - progress.last > plan.consume_idle:
                     break
                 try:
-                    messages = await subscription.fetch(ACK_EVERY, timeout=FETCH_TIMEOUT)
+                    messages = await subscription.fetch(fetch, timeout=FETCH_TIMEOUT)
                 except TimeoutError:
                     continue
                 if mode is ConsumeMode.EACH:
                     for message in messages:
                         await message.ack()
-                elif messages:
-                    await messages[-1].ack()
+                else:
+                    for at, message in enumerate(messages, 1):
+                        if at % ACK_EVERY == 0 or at == len(messages):
+                            await message.ack()
                 progress.add(len(messages))
             await connection.flush()
             return progress.measure(start)
@@ -114,3 +140,29 @@ class NatsClient(SendRuns):
             pass
         finally:
             await connection.close()
+
+
+async def _publish_async_run(js: JetStreamContext, name: str, payload: bytes, budget: Budget) -> Measure:
+    """``publish_async`` while the budget allows (the context bounds the acks outstanding); each completed
+    future counts as acknowledged or failed; the window closes when the last ack arrived."""
+    measure = Measure(capacity=0)
+
+    def settled(future: asyncio.Future[api.PubAck]) -> None:
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled() or error is not None:
+            measure.fail(1, error or "cancelled")
+        else:
+            measure.ok(1)
+
+    measure.open_window()
+    start = time.perf_counter()
+    try:
+        while budget.take(1):
+            future = await js.publish_async(name, payload, wait_stall=PUBLISH_TIMEOUT)
+            future.add_done_callback(settled)
+        await asyncio.wait_for(js.publish_async_completed(), PUBLISH_TIMEOUT)
+    except Exception as exc:  # a stall or a closed connection ends the run; what was acked still counts
+        measure.fail(0, exc)
+    measure.seconds = time.perf_counter() - start
+    measure.close_window()
+    return measure
