@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=float, help="longest measured phase in seconds (default 60)")
     parser.add_argument("--tune", action="append", default=[], metavar="NAME=VALUE",
                         help="a peer's batch size in its tuned row, e.g. redis_pipeline=200 (repeatable; "
-                             "names: redis_pipeline, redis_read_count, nats_pending, nats_fetch, "
+                             "names: redis_pipeline, redis_read_count, nats_batch, nats_fetch, "
                              "rabbit_confirm_batch)")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
                         help="client and servers on different CPUs for the throughput workloads (default on)")

@@ -54,14 +54,15 @@ class Tuning:
     * Redis: ``XADD`` in pipelines of ``redis_pipeline`` commands on ``in_flight // redis_pipeline``
       connections (≤ ``in_flight`` outstanding); W4 reads ``XREADGROUP COUNT redis_read_count`` and sends the
       XACKs of one read in the same pipeline as the next read.
-    * NATS: ``js.publish_async`` with at most ``nats_pending`` acks outstanding; W4 fetches ``nats_fetch``.
+    * NATS: groups of ``nats_batch`` ``js.publish_async`` calls whose acks are awaited together,
+      ``in_flight // nats_batch`` groups in flight; W4 fetches ``nats_fetch``.
     * RabbitMQ: ``in_flight // rabbit_confirm_batch`` coroutines, each publishing ``rabbit_confirm_batch``
       messages and awaiting their confirms together.
     """
 
     redis_pipeline: int = 500
     redis_read_count: int = 1000
-    nats_pending: int = 1000
+    nats_batch: int = 100
     nats_fetch: int = 500
     rabbit_confirm_batch: int = 100
 

@@ -3,7 +3,6 @@ installed being reported (not dropped). No server is started."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 from pathlib import Path
 
@@ -167,7 +166,7 @@ def test_budget_stops_at_the_deadline() -> None:
 
 def test_tuning_assignments_are_checked() -> None:
     tuning = Tuning().replace_from(["redis_pipeline=200", "nats_fetch=50"])
-    assert (tuning.redis_pipeline, tuning.nats_fetch, tuning.nats_pending) == (200, 50, Tuning().nats_pending)
+    assert (tuning.redis_pipeline, tuning.nats_fetch, tuning.nats_batch) == (200, 50, Tuning().nats_batch)
     for bad in ("redis_pipeline", "redis_pipeline=0", "no_such=5", "nats_fetch=x"):
         with pytest.raises(ValueError, match="--tune"):
             Tuning().replace_from([bad])
@@ -236,40 +235,3 @@ def test_redis_acknowledges_each_id_or_one_xack_per_hundred() -> None:
     assert len(each.acks) == 250 and all(len(a) == 1 for a in each.acks)
     assert [len(a) for a in batch.acks] == [100, 100, 50]
     assert [i for a in batch.acks for i in a] == ids
-
-
-async def test_nats_publish_async_counts_acks_and_failures_as_futures_settle() -> None:
-    nats_load = pytest.importorskip("benchmarks.compare.nats_load")
-
-    class FakeJetStream:
-        """Acks every publish but the third one, which fails, each one loop step after it was sent."""
-
-        def __init__(self) -> None:
-            self.sent = 0
-            self.open: set[asyncio.Future[object]] = set()
-            self.settled = asyncio.Event()
-
-        def _done(self, future: asyncio.Future[object]) -> None:
-            self.open.discard(future)
-            if not self.open:
-                self.settled.set()
-
-        async def publish_async(self, subject: str, payload: bytes, wait_stall: float) -> asyncio.Future[object]:
-            self.sent += 1
-            future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-            failing = self.sent == 3
-            self.open.add(future)
-            self.settled.clear()
-            future.add_done_callback(self._done)
-            asyncio.get_running_loop().call_soon(
-                lambda: future.set_exception(RuntimeError("stream full")) if failing else future.set_result("ack"))
-            return future
-
-        async def publish_async_completed(self) -> None:
-            await self.settled.wait()
-
-    js = FakeJetStream()
-    measure = await nats_load._publish_async_run(js, "s", b"x", Budget(10, 5.0))
-    assert js.sent == 10
-    assert (measure.done, measure.failed) == (9, 1)
-    assert measure.first_error == "RuntimeError: stream full"
