@@ -212,8 +212,9 @@ METHOD = """## Method
   in pipelines (`Tuning.redis_pipeline`, ≤ 1,000 outstanding) and `XREADGROUP COUNT redis_read_count` with
   the XACKs pipelined with the next read; NATS `js.publish_async` in groups of `nats_batch` whose acks are
   awaited together (≤ 1,000 outstanding) and pull fetches of `nats_fetch`; RabbitMQ publishes in groups of
-  `rabbit_confirm_batch` whose confirms are awaited together. Naive: N coroutines each awaiting one acknowledged send (NATS `js.publish` → PubAck;
-  Redis `XADD` reply over a pool of 64 connections; RabbitMQ publisher confirm), reads of 100. PocketMQ:
+  `rabbit_confirm_batch` whose confirms are awaited together. Naive: N coroutines each awaiting one
+  acknowledged send (NATS `js.publish` → PubAck; Redis `XADD` reply over a pool of 64 connections; RabbitMQ
+  publisher confirm), reads of 100. PocketMQ:
   N coroutines each awaiting `Producer.send` → SEND_OK (the SDK coalesces what meets in one loop step).
   "x best peer" compares with the best row of any peer, tuned or naive.
 - W3: one send at a time; latency from the call to its acknowledgement.
