@@ -99,11 +99,12 @@ def limits_table(limits: Limits | None) -> list[str]:
 
 
 def _status_rows(statuses: Sequence[TargetStatus], rows: Sequence[Row], workload: Workload, columns: int) -> list[str]:
-    """Rows for brokers without a figure in this workload: the reason instead of numbers."""
+    """Rows for brokers that could not be measured: the reason instead of numbers (a broker that ran but
+    does not run this workload, such as a naive-client row in W3, has no row)."""
     present = {r.target for r in rows if r.workload is workload}
     out = []
     for status in statuses:
-        if status.label not in present and status.state != "not selected":
+        if status.label not in present and not status.usable and status.state != "not selected":
             reason = status.state if status.usable else f"{status.state}: {status.detail.splitlines()[0][:120]}"
             out.append(f"| {status.label} | {reason} |" + " |" * (columns - 2))
     return out
@@ -192,7 +193,7 @@ def limit_fractions(workload: Workload, rows: Sequence[Row], limits: Limits | No
 
 
 def targets_table(checks: Sequence[Check]) -> list[str]:
-    lines = ["## Issue 9's targets (PocketMQ ASYNC_MASTER unless stated)", "", "| target | figure | met |",
+    lines = ["## The targets (issues 9 and 15; PocketMQ ASYNC_MASTER unless stated)", "", "| target | figure | met |",
              "|---|---|---|"]
     for check in checks:
         met = "n/a" if check.met is None else ("yes" if check.met else "**no**")
