@@ -46,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, help="runs per workload, the median is reported (default 3)")
     parser.add_argument("--messages", type=int, help="messages per throughput run (default 200000)")
     parser.add_argument("--time-limit", type=float, help="longest measured phase in seconds (default 60)")
+    parser.add_argument("--tune", action="append", default=[], metavar="NAME=VALUE",
+                        help="a peer's batch size in its tuned row, e.g. redis_pipeline=200 (repeatable; "
+                             "names: redis_pipeline, redis_read_count, nats_batch, nats_fetch, "
+                             "rabbit_confirm_batch)")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
                         help="client and servers on different CPUs for the throughput workloads (default on)")
     parser.add_argument("--skip-limits", action="store_true", help="do not measure the machine's limits")
@@ -78,7 +82,7 @@ def _plan(args: argparse.Namespace) -> Plan:
         plan = replace(plan, count=max(100, args.messages))
     if args.time_limit is not None:
         plan = replace(plan, time_limit=max(1.0, args.time_limit))
-    return plan
+    return replace(plan, tuning=plan.tuning.replace_from(args.tune))
 
 
 def _versions() -> str:
@@ -106,7 +110,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"rmq-bench compare: {selection}", file=sys.stderr)
         return 2
     targets, skipped, workloads = selection
-    plan = _plan(args)
+    try:
+        plan = _plan(args)
+    except ValueError as exc:
+        print(f"rmq-bench compare: {exc}", file=sys.stderr)
+        return 2
     quiet_logs()
     limits = None
     if not args.skip_limits:
@@ -118,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
                               keep_dir=args.keep_dir))
     meta = Meta(date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"), machine=_machine(),
                 clients=_versions(), plan=plan, pinned=args.pin, loadavg=outcome.loadavg,
-                command="rmq-bench compare" + (" --quick" if args.quick else ""))
+                command="rmq-bench compare" + (" --quick" if args.quick else "")
+                + "".join(f" --tune {t}" for t in args.tune))
     statuses = [*outcome.statuses, *skipped]
     if args.json:
         document = saved.dump(meta, workloads, statuses, outcome.records, limits)

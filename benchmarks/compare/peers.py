@@ -21,6 +21,7 @@ a missing Python package is reported as "not installed" like a missing server.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import shutil
@@ -28,11 +29,13 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from benchmarks.compare.proc import free_port, port_open, session_members
-from benchmarks.compare.target import Client, Target, Unavailable
+from benchmarks.compare.target import Client, Server, Target, Unavailable
+from benchmarks.compare.workload import Workload
 
 #: Where Debian puts server binaries that are not on a user's PATH.
 _EXTRA_PATH = ("/usr/sbin", "/usr/lib/rabbitmq/bin")
@@ -169,7 +172,7 @@ class PeerServer:
 # -- NATS JetStream -----------------------------------------------------------------------------------------
 
 
-def start_nats(workdir: Path) -> PeerServer:
+def start_nats(workdir: Path, *, tuned: bool = True) -> PeerServer:
     binary = require_binary("nats-server", "nats-server")
     module = require_module("benchmarks.compare.nats_load", "nats-py")
     port = free_port()
@@ -178,13 +181,13 @@ def start_nats(workdir: Path) -> PeerServer:
     server = ServerProcess([binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)],
                            log=workdir / "nats-server.log", cwd=workdir)
     server.wait_port(port, 20.0, "nats-server")
-    return PeerServer([server], module.NatsClient(f"nats://127.0.0.1:{port}"))
+    return PeerServer([server], module.NatsClient(f"nats://127.0.0.1:{port}", tuned=tuned))
 
 
 # -- Redis Streams ------------------------------------------------------------------------------------------
 
 
-def start_redis(workdir: Path) -> PeerServer:
+def start_redis(workdir: Path, *, tuned: bool = True) -> PeerServer:
     binary = require_binary("redis-server", "redis-server")
     module = require_module("benchmarks.compare.redis_load", "redis")
     port = free_port()
@@ -195,7 +198,7 @@ def start_redis(workdir: Path) -> PeerServer:
             "--logfile", ""]
     server = ServerProcess(argv, log=workdir / "redis-server.log", cwd=data)
     server.wait_port(port, 20.0, "redis-server")
-    return PeerServer([server], module.RedisClient("127.0.0.1", port))
+    return PeerServer([server], module.RedisClient("127.0.0.1", port, tuned=tuned))
 
 
 # -- RabbitMQ -----------------------------------------------------------------------------------------------
@@ -233,7 +236,7 @@ def _rabbit_files(workdir: Path, port: int) -> dict[str, str]:
     }
 
 
-def start_rabbitmq(workdir: Path) -> PeerServer:
+def start_rabbitmq(workdir: Path, *, tuned: bool = True) -> PeerServer:
     script = find_binary("rabbitmq-server")
     direct = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
     if script is None:
@@ -258,7 +261,7 @@ def start_rabbitmq(workdir: Path) -> PeerServer:
     except BaseException:
         epmd.stop()
         raise
-    return PeerServer([epmd, node], module.RabbitClient(f"amqp://guest:guest@127.0.0.1:{port}/"))
+    return PeerServer([epmd, node], module.RabbitClient(f"amqp://guest:guest@127.0.0.1:{port}/", tuned=tuned))
 
 
 # -- versions and the table of peers -----------------------------------------------------------------------
@@ -280,8 +283,21 @@ def rabbitmq_version() -> str:
     return "rabbitmq-server " + _command_output(["dpkg-query", "-W", "-f", "${Version}", "rabbitmq-server"])
 
 
+def _naive(start: Callable[..., PeerServer]) -> Callable[[Path], Server]:
+    return functools.partial(start, tuned=False)
+
+
+#: The workloads where a peer's naive usage differs from its tuned one (W3 is one send at a time and W5 its
+#: own batching in both styles, so the naive rows skip them).
+NAIVE_STREAMS = frozenset({Workload.W1, Workload.W2, Workload.W4})
+NAIVE_QUEUE = frozenset({Workload.W1, Workload.W2})
+
 PEERS = (
-    Target("nats", "NATS JetStream", True, start_nats, nats_version),
-    Target("redis", "Redis Streams", True, start_redis, redis_version),
-    Target("rabbitmq", "RabbitMQ quorum", True, start_rabbitmq, rabbitmq_version),
+    Target("nats", "NATS JetStream (publish_async)", True, start_nats, nats_version),
+    Target("nats-naive", "NATS JetStream (naive client)", True, _naive(start_nats), nats_version, NAIVE_STREAMS),
+    Target("redis", "Redis Streams (pipelined)", True, start_redis, redis_version),
+    Target("redis-naive", "Redis Streams (naive client)", True, _naive(start_redis), redis_version, NAIVE_STREAMS),
+    Target("rabbitmq", "RabbitMQ quorum (confirms in batches)", True, start_rabbitmq, rabbitmq_version),
+    Target("rabbitmq-naive", "RabbitMQ quorum (naive client)", True, _naive(start_rabbitmq), rabbitmq_version,
+           NAIVE_QUEUE),
 )

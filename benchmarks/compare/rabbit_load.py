@@ -1,7 +1,11 @@
 """The workloads against RabbitMQ through ``aio-pika``: a durable quorum queue, persistent messages,
 publisher confirms.
 
-* W1/W2: ``in_flight`` coroutines on one confirming channel, each awaiting its publish's confirm.
+* W1/W2, tuned (the row "confirms in batches"): ``in_flight // Tuning.rabbit_confirm_batch`` coroutines on
+  one confirming channel, each publishing ``rabbit_confirm_batch`` messages and awaiting their confirms
+  together (≤ ``in_flight`` unconfirmed).
+* W1/W2, naive (the row "naive client", which runs only W1 and W2: the rest is the same usage):
+  ``in_flight`` coroutines, each awaiting its publish's confirm.
 * W3: one publish at a time, each confirm awaited.
 * W5: AMQP has no batch publish; RabbitMQ's own pipelining is confirms in flight: each of
   ``batch_workers`` coroutines publishes ``batch`` messages and awaits their confirms together.
@@ -41,8 +45,14 @@ class RabbitClient(SendRuns):
     consume_modes: tuple[ConsumeMode, ...] = (ConsumeMode.EACH, ConsumeMode.BATCH)
     refill_per_consume = True
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, tuned: bool = True) -> None:
         self.url = url
+        self.tuned = tuned
+
+    async def produce(self, name: str, size: int, plan: Plan) -> Measure:
+        if not self.tuned:
+            return await super().produce(name, size, plan)
+        return await self.produce_in_groups(name, size, plan, plan.tuning.rabbit_confirm_batch)
 
     async def _open(self, name: str) -> tuple[AbstractConnection, AbstractChannel]:
         connection = await aio_pika.connect(self.url, timeout=10)

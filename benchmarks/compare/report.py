@@ -36,6 +36,13 @@ def fmt(value: float | None, spec: str = ",.0f", unit: str = "") -> str:
     return "—" if value is None else f"{value:{spec}}{unit}"
 
 
+def cpu_per_message(cpu_pct: float | None, rate: float | None) -> float | None:
+    """CPU microseconds per message from a CPU share (100 % = one core busy) and a rate (msg/s)."""
+    if cpu_pct is None or not rate:
+        return None
+    return cpu_pct / 100.0 / rate * 1e6
+
+
 def _load(values: tuple[float, float, float]) -> str:
     return " ".join(f"{v:.2f}" for v in values)
 
@@ -55,6 +62,9 @@ def header(meta: Meta) -> list[str]:
         f"sends (W3), up to {plan.in_flight:,} in flight, batches of {plan.batch} x {plan.batch_workers} "
         f"concurrent; median of {plan.runs} run(s); each phase bounded to {plan.time_limit:.0f} s. "
         f"Placement: {placement}.",
+        "",
+        "Peers' tuned batch sizes: " + ", ".join(f"{name} {value:,}" for name, value in vars(plan.tuning).items())
+        + ".",
         "",
         f"Load average (1, 5, 15 min): {loads}.",
         "",
@@ -89,11 +99,12 @@ def limits_table(limits: Limits | None) -> list[str]:
 
 
 def _status_rows(statuses: Sequence[TargetStatus], rows: Sequence[Row], workload: Workload, columns: int) -> list[str]:
-    """Rows for brokers without a figure in this workload: the reason instead of numbers."""
+    """Rows for brokers that could not be measured: the reason instead of numbers (a broker that ran but
+    does not run this workload, such as a naive-client row in W3, has no row)."""
     present = {r.target for r in rows if r.workload is workload}
     out = []
     for status in statuses:
-        if status.label not in present and status.state != "not selected":
+        if status.label not in present and not status.usable and status.state != "not selected":
             reason = status.state if status.usable else f"{status.state}: {status.detail.splitlines()[0][:120]}"
             out.append(f"| {status.label} | {reason} |" + " |" * (columns - 2))
     return out
@@ -119,17 +130,19 @@ def throughput_table(workload: Workload, rows: Sequence[Row], statuses: Sequence
     mine = [r for r in rows if r.workload is workload]
     best = best_peer(rows, workload)
     lines = [f"## {TITLES[workload]}", "",
-             "| broker | msg/s (median) | MB/s | runs (msg/s) | x best peer | server CPU % | server RSS MiB "
-             "| client CPU % | notes |",
-             "|---|---:|---:|---|---:|---:|---:|---:|---|"]
+             "| broker | msg/s (median) | client CPU µs/msg | server CPU µs/msg | MB/s | runs (msg/s) | x best peer "
+             "| server CPU % | server RSS MiB | client CPU % | notes |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for row in mine:
         runs = ", ".join(f"{r:,.0f}" for r in row.rates) or "—"
         rate = row.rate if row.rates else None
-        lines.append(f"| {_label(row)} | {fmt(rate)} | {fmt(None if rate is None else rate * size / 1e6, '.1f')} | "
+        lines.append(f"| {_label(row)} | {fmt(rate)} | {fmt(cpu_per_message(row.client_cpu_pct, rate), '.1f')} | "
+                     f"{fmt(cpu_per_message(row.server_cpu_pct, rate), '.1f')} | "
+                     f"{fmt(None if rate is None else rate * size / 1e6, '.1f')} | "
                      f"{runs} | {fmt(ratio(rate, best.rate if best else None), '.2f', 'x')} | "
                      f"{fmt(row.server_cpu_pct)} | {fmt(row.server_rss_mib)} | {fmt(row.client_cpu_pct)} | "
                      f"{_notes(row)} |")
-    lines += _status_rows(statuses, rows, workload, 9)
+    lines += _status_rows(statuses, rows, workload, 11)
     if best is not None:
         lines += ["", f"Best peer: {_label(best)}, {best.rate:,.0f} msg/s."]
     return [*lines, ""]
@@ -180,7 +193,7 @@ def limit_fractions(workload: Workload, rows: Sequence[Row], limits: Limits | No
 
 
 def targets_table(checks: Sequence[Check]) -> list[str]:
-    lines = ["## Issue 9's targets (PocketMQ ASYNC_MASTER unless stated)", "", "| target | figure | met |",
+    lines = ["## The targets (issues 9 and 15; PocketMQ ASYNC_MASTER unless stated)", "", "| target | figure | met |",
              "|---|---|---|"]
     for check in checks:
         met = "n/a" if check.met is None else ("yes" if check.met else "**no**")
@@ -195,15 +208,25 @@ METHOD = """## Method
 - Durability is alike: PocketMQ ASYNC_FLUSH (page cache, flushed in the background); NATS JetStream file
   storage with its default sync interval; Redis AOF `appendfsync everysec` (RDB snapshots off); RabbitMQ
   durable quorum queue with persistent messages (Raft log, fsync batched by the server).
-- W1/W2: N coroutines each awaiting one acknowledged send (PocketMQ `Producer.send` → SEND_OK; NATS
-  `js.publish` → PubAck; Redis `XADD` reply over a pool of 64 connections; RabbitMQ publisher confirm).
+- Each peer twice, driven as its own users drive it for throughput (the first row) and naively, one awaited
+  call per message (the row "naive client"; W1, W2 and, where reading differs, W4 only). Tuned: Redis `XADD`
+  in pipelines (`Tuning.redis_pipeline`, ≤ 1,000 outstanding) and `XREADGROUP COUNT redis_read_count` with
+  the XACKs pipelined with the next read; NATS `js.publish_async` in groups of `nats_batch` whose acks are
+  awaited together (≤ 1,000 outstanding) and pull fetches of `nats_fetch`; RabbitMQ publishes in groups of
+  `rabbit_confirm_batch` whose confirms are awaited together. Naive: N coroutines each awaiting one
+  acknowledged send (NATS `js.publish` → PubAck; Redis `XADD` reply over a pool of 64 connections; RabbitMQ
+  publisher confirm), reads of 100. PocketMQ:
+  N coroutines each awaiting `Producer.send` → SEND_OK (the SDK coalesces what meets in one loop step).
+  "x best peer" compares with the best row of any peer, tuned or naive.
 - W3: one send at a time; latency from the call to its acknowledgement.
 - W4: the W1 backlog read by a new consumer: PocketMQ push consumer (offsets committed as it goes),
-  NATS durable pull consumer (fetch 100), Redis `XREADGROUP COUNT 100` + `XACK`, RabbitMQ `basic.consume`
-  with prefetch 1,000; "ack each message" and "one ack per 100" are each peer's slow and fast modes.
+  NATS durable pull consumer, Redis `XREADGROUP` + `XACK`, RabbitMQ `basic.consume` with prefetch 1,000;
+  "ack each message" and "one ack per 100" are each peer's slow and fast modes.
   The rate runs from the consumer's start (connect, subscribe, rebalance) to the last message.
 - W5: PocketMQ `send_batch` of 32; NATS `publish_async` x 32 then the 32 acks; Redis pipeline of 32
   `XADD`; RabbitMQ 32 publishes then their 32 confirms; 32 such batches in flight.
+- CPU µs/msg is the CPU time of the client (the benchmark process) or of all the broker's server processes
+  over the measured window, divided by the messages of the window.
 - Server CPU % is the CPU time of all the broker's server processes over the measured window's wall
   time (100 % = one core); server RSS is their resident memory after the phase (PocketMQ's
   includes the commit-log pages it has mapped, which are file-backed page cache); client CPU % is the

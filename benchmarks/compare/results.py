@@ -140,7 +140,7 @@ def _find(rows: Sequence[Row], target: str, workload: Workload, mode: str = "") 
 
 
 def check_targets(rows: Sequence[Row], pocket: str, pocket_sync: str, echo_idle_p50_us: float | None) -> list[Check]:
-    """Issue 9's targets for the ASYNC_MASTER deployment ``pocket`` (and SYNC/ASYNC for ``pocket_sync``)."""
+    """The targets of issues 9 and 15 for the ASYNC_MASTER ``pocket`` (and SYNC/ASYNC for ``pocket_sync``)."""
     checks = []
     for workload in (Workload.W1, Workload.W2):
         mine, best = _find(rows, pocket, workload), best_peer(rows, workload)

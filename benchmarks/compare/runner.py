@@ -136,7 +136,7 @@ class TargetRun:
         records: list[RunRecord] = []
         created: list[str] = []
         try:
-            for workload in self.options.workloads:
+            for workload in (w for w in self.options.workloads if self.target.runs(w)):
                 records.extend(self._workload(workload, run, created))
         finally:
             for name in created:

@@ -14,7 +14,7 @@ from typing import Any
 from benchmarks.compare.limits import Limits
 from benchmarks.compare.report import Meta
 from benchmarks.compare.results import RunRecord, TargetStatus
-from benchmarks.compare.workload import Plan, Workload
+from benchmarks.compare.workload import Plan, Tuning, Workload
 
 
 def dump(meta: Meta, workloads: list[Workload], statuses: list[TargetStatus], records: list[RunRecord],
@@ -30,7 +30,10 @@ def dump(meta: Meta, workloads: list[Workload], statuses: list[TargetStatus], re
 
 def _meta(raw: dict[str, Any], loadavg: dict[str, Any]) -> Meta:
     plan_fields = {f.name for f in fields(Plan)}
-    plan = Plan(**{k: v for k, v in raw.get("plan", {}).items() if k in plan_fields})
+    given = {k: v for k, v in raw.get("plan", {}).items() if k in plan_fields}
+    tuning_fields = {f.name for f in fields(Tuning)}
+    given["tuning"] = Tuning(**{k: v for k, v in (given.get("tuning") or {}).items() if k in tuning_fields})
+    plan = Plan(**given)
     return Meta(date=raw.get("date", "unknown"), machine=raw.get("machine", "unknown"),
                 clients=raw.get("clients", "unknown"), plan=plan, pinned=bool(raw.get("pinned", True)),
                 loadavg={k: tuple(v) for k, v in raw.get("loadavg", loadavg).items()},

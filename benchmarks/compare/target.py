@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from benchmarks.compare.workload import ConsumeMode, Measure, Plan
+from benchmarks.compare.workload import ConsumeMode, Measure, Plan, Workload
 
 
 class Unavailable(Exception):
@@ -67,10 +67,16 @@ class Server(Protocol):
 
 @dataclass(frozen=True)
 class Target:
-    """A broker to compare: ``key`` for ``--peers``, ``label`` for the tables, ``peer`` False for PocketMQ."""
+    """A broker to compare: ``key`` for ``--peers``, ``label`` for the tables, ``peer`` False for PocketMQ;
+    ``only`` limits the workloads it runs (a peer's naive-client row runs only those where its naive usage
+    differs from its tuned one), None for all."""
 
     key: str
     label: str
     peer: bool
     start: Callable[[Path], Server]
     version: Callable[[], str]
+    only: frozenset[Workload] | None = None
+
+    def runs(self, workload: Workload) -> bool:
+        return self.only is None or workload in self.only

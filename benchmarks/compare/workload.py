@@ -21,7 +21,7 @@ import time
 from array import array
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from benchmarks.common import percentiles
 
@@ -47,6 +47,38 @@ TITLES = {
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """Each peer's batch sizes in its tuned (best-practice) rows, chosen by a short sweep (README,
+    "Side by side"); ``rmq-bench compare --tune name=value`` overrides one.
+
+    * Redis: ``XADD`` in pipelines of ``redis_pipeline`` commands on ``in_flight // redis_pipeline``
+      connections (≤ ``in_flight`` outstanding); W4 reads ``XREADGROUP COUNT redis_read_count`` and sends the
+      XACKs of one read in the same pipeline as the next read.
+    * NATS: groups of ``nats_batch`` ``js.publish_async`` calls whose acks are awaited together,
+      ``in_flight // nats_batch`` groups in flight; W4 fetches ``nats_fetch``.
+    * RabbitMQ: ``in_flight // rabbit_confirm_batch`` coroutines, each publishing ``rabbit_confirm_batch``
+      messages and awaiting their confirms together.
+    """
+
+    redis_pipeline: int = 500
+    redis_read_count: int = 1000
+    nats_batch: int = 100
+    nats_fetch: int = 500
+    rabbit_confirm_batch: int = 100
+
+    def replace_from(self, assignments: list[str]) -> Tuning:
+        """A copy with ``name=value`` assignments applied; a ValueError names a bad one."""
+        changes: dict[str, int] = {}
+        known = set(self.__dataclass_fields__)
+        for assignment in assignments:
+            name, sep, value = assignment.partition("=")
+            if not sep or name.strip() not in known or not value.strip().isdigit() or int(value) < 1:
+                raise ValueError(f"--tune {assignment!r}: expected NAME=POSITIVE_INT, NAME one of {sorted(known)}")
+            changes[name.strip()] = int(value)
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
 class Plan:
     """Sizes and bounds of one comparison (``--quick`` shrinks the counts)."""
 
@@ -60,13 +92,15 @@ class Plan:
     time_limit: float = 60.0
     #: A consume run stops after this many seconds without a new message.
     consume_idle: float = 10.0
+    tuning: Tuning = field(default_factory=Tuning)
 
     def size(self, workload: Workload) -> int:
         return 128 if workload is Workload.W2 else 1024
 
     def quick(self) -> Plan:
         return Plan(count=20_000, sequential=1_000, in_flight=self.in_flight, batch=self.batch,
-                    batch_workers=self.batch_workers, runs=1, time_limit=30.0, consume_idle=5.0)
+                    batch_workers=self.batch_workers, runs=1, time_limit=30.0, consume_idle=5.0,
+                    tuning=self.tuning)
 
 
 def body(size: int) -> bytes:
@@ -162,6 +196,13 @@ class SendRuns:
     async def produce(self, name: str, size: int, plan: Plan) -> Measure:
         return await self.send_run(name, size, plan.count, plan.time_limit, workers=plan.in_flight, per_call=1,
                                    record_latency=False)
+
+    async def produce_in_groups(self, name: str, size: int, plan: Plan, group: int) -> Measure:
+        """W1/W2 as calls of ``group`` messages (a pipeline, a set of confirms), ``in_flight // group`` of them
+        in flight, so at most ``in_flight`` messages are outstanding."""
+        group = max(1, min(group, plan.in_flight))
+        return await self.send_run(name, size, plan.count, plan.time_limit, workers=max(1, plan.in_flight // group),
+                                   per_call=group, record_latency=False)
 
     async def sequential(self, name: str, plan: Plan) -> Measure:
         return await self.send_run(name, 1024, plan.sequential, plan.time_limit, workers=1, per_call=1,

@@ -14,7 +14,17 @@ from benchmarks.compare.report import Meta, latency_table, render, throughput_ta
 from benchmarks.compare.results import RunRecord, TargetStatus, best_peer, check_targets, median, ratio, summarise
 from benchmarks.compare.runner import Options, Outcome, run_target
 from benchmarks.compare.target import Target, Unavailable
-from benchmarks.compare.workload import ONE_CPU, Budget, Measure, Plan, Workload, pipelined
+from benchmarks.compare.workload import (
+    ONE_CPU,
+    Budget,
+    ConsumeMode,
+    Measure,
+    Plan,
+    SendRuns,
+    Tuning,
+    Workload,
+    pipelined,
+)
 
 POCKET, SYNC, REDIS, NATS = "PocketMQ ASYNC_MASTER", "PocketMQ SYNC_MASTER+slave", "Redis Streams", "NATS JetStream"
 PEER_FLAGS = {POCKET: False, SYNC: False, REDIS: True, NATS: True}
@@ -92,13 +102,14 @@ def test_w3_placements_are_judged_each_against_the_peers_in_the_same_placement()
 
 
 def test_throughput_table_shows_ratio_to_best_peer_and_unavailable_peers() -> None:
-    rows = summarise([*_runs(POCKET, Workload.W1, [60_000]), *_runs(REDIS, Workload.W1, [30_000])], PEER_FLAGS,
-                     expected=1)
+    rows = summarise([*_runs(POCKET, Workload.W1, [60_000], client_cpu_pct=90.0, server_cpu_pct=30.0),
+                      *_runs(REDIS, Workload.W1, [30_000])], PEER_FLAGS, expected=1)
     statuses = [TargetStatus("pocketmq", POCKET, False, "ok"), TargetStatus("redis", REDIS, True, "ok"),
                 TargetStatus("rabbitmq", "RabbitMQ quorum", True, "not installed", "rabbitmq-server not found")]
     text = "\n".join(throughput_table(Workload.W1, rows, statuses, 1024))
-    assert f"| {POCKET} | 60,000 | 61.4 | 60,000 | 2.00x |" in text
-    assert f"| {REDIS} | 30,000 | 30.7 | 30,000 | 1.00x |" in text
+    # 90 % of a core over 60,000 msg/s = 15 µs of client CPU per message; 30 % = 5 µs of server CPU
+    assert f"| {POCKET} | 60,000 | 15.0 | 5.0 | 61.4 | 60,000 | 2.00x |" in text
+    assert f"| {REDIS} | 30,000 | — | — | 30.7 | 30,000 | 1.00x |" in text
     assert "| RabbitMQ quorum | not installed: rabbitmq-server not found |" in text
     assert "Best peer: Redis Streams, 30,000 msg/s." in text
 
@@ -151,3 +162,76 @@ def test_budget_stops_at_the_deadline() -> None:
     budget = Budget(1_000, 0.0)
     assert not budget.take(1)
     assert budget.left == 1_000
+
+
+def test_tuning_assignments_are_checked() -> None:
+    tuning = Tuning().replace_from(["redis_pipeline=200", "nats_fetch=50"])
+    assert (tuning.redis_pipeline, tuning.nats_fetch, tuning.nats_batch) == (200, 50, Tuning().nats_batch)
+    for bad in ("redis_pipeline", "redis_pipeline=0", "no_such=5", "nats_fetch=x"):
+        with pytest.raises(ValueError, match="--tune"):
+            Tuning().replace_from([bad])
+
+
+def test_a_naive_peer_row_runs_only_its_own_workloads(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    class Recording(SendRuns):
+        consume_modes: tuple[ConsumeMode, ...] = (ConsumeMode.EACH,)
+        refill_per_consume = False
+
+        async def send_run(self, name: str, size: int, count: int, seconds: float, *, workers: int,
+                           per_call: int, record_latency: bool) -> Measure:
+            calls.append(f"send {workers}x{per_call}")
+            measure = Measure(done=count, seconds=1.0)
+            return measure
+
+        async def consume(self, name: str, count: int, mode: ConsumeMode, plan: Plan) -> Measure:
+            calls.append(f"consume {count}")
+            return Measure(done=count, seconds=1.0)
+
+        async def drop(self, name: str) -> None:
+            calls.append("drop")
+
+    class Idle:
+        def pids(self) -> list[int]:
+            return []
+
+        def floating_pids(self) -> list[int]:
+            return []
+
+        def client(self) -> Recording:
+            return Recording()
+
+        def log_tail(self) -> str:
+            return ""
+
+        def stop(self) -> None:
+            calls.append("stop")
+
+    target = Target("x-naive", "X (naive client)", True, lambda workdir: Idle(), lambda: "1",
+                    peers.NAIVE_STREAMS)
+    outcome = Outcome()
+    plan = Plan(count=1000, sequential=10, runs=1, time_limit=5.0)
+    run_target(target, Options(plan=plan, workloads=list(Workload), targets=[target], pinned=False), outcome,
+               io.StringIO())
+    assert sorted({r.workload for r in outcome.records}) == [Workload.W1, Workload.W2, Workload.W4]
+    assert calls.count("send 1000x1") == 2 and "consume 1000" in calls and calls[-1] == "stop"
+
+
+class _Pipe:
+    def __init__(self) -> None:
+        self.acks: list[tuple[bytes, ...]] = []
+
+    def xack(self, name: str, group: str, *ids: bytes) -> None:
+        self.acks.append(ids)
+
+
+def test_redis_acknowledges_each_id_or_one_xack_per_hundred() -> None:
+    redis_load = pytest.importorskip("benchmarks.compare.redis_load")
+    ids = [f"1-{n}".encode() for n in range(250)]
+    each, batch = _Pipe(), _Pipe()
+    redis_load._acknowledge(each, "s", "g", ids, ConsumeMode.EACH)
+    redis_load._acknowledge(batch, "s", "g", ids, ConsumeMode.BATCH)
+    assert len(each.acks) == 250 and all(len(a) == 1 for a in each.acks)
+    assert [len(a) for a in batch.acks] == [100, 100, 50]
+    assert [i for a in batch.acks for i in a] == ids
