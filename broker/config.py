@@ -51,6 +51,9 @@ class BrokerConfig:
     max_frame_length: int = 16 * 1024 * 1024
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as RocketMQ does.
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None

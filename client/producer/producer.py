@@ -55,6 +55,8 @@ from client.core.errors import ProducerStateError, is_retriable_async_error, is_
 from client.core.instance import join_instance
 from client.core.member import ClientMember, State
 from client.core.message import Message, MessageQueue, SendResult
+from client.core.message_ext import MessageExt
+from client.core.query import querier_for
 from client.core.uniq import default_generator
 from client.core.validators import check_topic
 from client.producer.accumulator import Accumulator
@@ -378,6 +380,17 @@ class Producer(ClientMember):
     def _async_done(self, task: asyncio.Task[SendResult]) -> None:
         self._tasks.discard(task)
         self._release_slot()
+
+    # -- finding messages (client.core.query) -----------------------------------------------------------
+
+    async def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[MessageExt]:
+        """The stored messages of ``topic`` with ``key`` in their KEYS, stored in ``[begin, end]`` (epoch
+        ms), newest first, from every broker of the topic (RocketMQ's ``queryMessage``)."""
+        return await querier_for(self.instance, self._timeout).query_message(topic, key, max_num, begin, end)
+
+    async def view_message(self, topic: str, msg_id: str) -> MessageExt:
+        """The stored message named by an offset message id or a client unique id (``SendResult.msg_id``)."""
+        return await querier_for(self.instance, self._timeout).view_message(topic, msg_id)
 
 
 def _run_callback(callback: SendCallback, task: asyncio.Future[SendResult]) -> None:
