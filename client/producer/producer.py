@@ -49,10 +49,10 @@ import asyncio
 import collections
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from client.core.errors import ProducerStateError, is_retriable_async_error, is_retriable_send_error
-from client.core.instance import join_instance
+from client.core.instance import MQClientInstance, join_instance
 from client.core.member import ClientMember, State
 from client.core.message import Message, MessageQueue, SendResult
 from client.core.message_ext import MessageExt
@@ -71,6 +71,9 @@ from common.service import periodic
 from remoting.codes import FLAG_ONEWAY
 from remoting.errors import BufferFullError
 from remoting.route import TopicRouteData
+
+if TYPE_CHECKING:
+    from client.trace.hooks import TraceSession
 
 __all__ = ["MAX_SLOT_WAITERS", "ONEWAY_YIELD_EVERY", "Producer", "SendCallback"]
 
@@ -123,6 +126,7 @@ class Producer(ClientMember):
         self._idle: asyncio.Future[None] | None = None
         self._oneway_count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._trace: TraceSession | None = None
         probe = FaultProbe(self.fault_strategy, lambda: self.instance.routes.master_table,
                            lambda addr: self.instance.probe_broker(addr), self._refresh_routes_of, self._log)
         self._probe = periodic("producer-fault-probe", PROBE_INTERVAL, probe.tick)
@@ -140,6 +144,8 @@ class Producer(ClientMember):
         self._accumulator.start(self._loop)
         self._probe.start()
         self._state = State.RUNNING
+        if self.config.enable_trace:
+            await self._start_tracing(instance)
         self._log.info("producer_started", client_id=instance.client_id,
                        namesrv=";".join(self.config.client.namesrv_addrs))
 
@@ -149,6 +155,8 @@ class Producer(ClientMember):
         if not self._may_stop():
             return
         await self._drain(self._timeout if grace is None else grace)
+        if self._trace is not None:
+            await self._trace.stop()
         await self._probe.stop()
         await self.instance.unregister_producer(self.group)
         self._state = State.STOPPED
@@ -380,6 +388,16 @@ class Producer(ClientMember):
     def _async_done(self, task: asyncio.Task[SendResult]) -> None:
         self._tasks.discard(task)
         self._release_slot()
+
+    async def _start_tracing(self, instance: MQClientInstance) -> None:
+        """``enable_trace``: trace every stored message (:mod:`client.trace`). ``send`` and ``send_async`` are
+        replaced on this producer only, so a producer without tracing runs its own methods untouched."""
+        from client.trace.hooks import SendTracer, TraceSession
+
+        self._trace = await TraceSession.start(self.config.client_args(), self.group, self.config.trace_topic)
+        tracer = SendTracer(self._trace.dispatcher, self.group, instance.routes.master_table.get)
+        self.send = tracer.wrap_send(self.send)  # type: ignore[method-assign,assignment]
+        self.send_async = tracer.wrap_send_async(self.send_async)  # type: ignore[method-assign]
 
     # -- finding messages (client.core.query) -----------------------------------------------------------
 

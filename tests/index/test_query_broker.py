@@ -16,24 +16,10 @@ from broker.controller import BrokerController
 from client import Message, Producer
 from namesrv.controller import NamesrvController
 from store.config import BrokerRole
-from tests.cluster import start_broker, start_namesrv
+from tests.cluster import start_broker
 from tests.helpers import eventually
 
 FAR = (1 << 63) - 1
-
-
-@pytest.fixture
-async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
-    ns = await start_namesrv(tmp_path)
-    yield ns
-    await ns.stop()
-
-
-@pytest.fixture
-async def broker(tmp_path: Path, namesrv: NamesrvController) -> AsyncIterator[BrokerController]:
-    b = await start_broker(tmp_path, "broker-a", namesrv.addr)
-    yield b
-    await b.stop()
 
 
 @pytest.fixture
