@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 
-from common.message import java_string_hash
+from common.message import java_hash
 from store.mapped_file import MappedFile
 
 HEADER_SIZE = 40
@@ -40,7 +40,7 @@ _INT_MAX = 0x7FFFFFFF
 
 def key_hash(key: str) -> int:
     """RocketMQ's ``indexKeyHashMethod``: ``abs(key.hashCode())``, 0 when that overflows."""
-    h = java_string_hash(key)
+    h = java_hash(key)
     return 0 if h == -0x80000000 else abs(h)
 
 

@@ -43,7 +43,7 @@ from structlog.typing import FilteringBoundLogger
 
 from common.errors import RecordFormatError
 from common.message import MessageConst, get_property
-from common.record import Blank, DispatchRequest, locate_record
+from common.record import TOPIC_NAMES, Blank, locate_record, remember_topic
 from common.service import Service
 from common.sysflag import MessageSysFlag
 from store.checkpoint import StoreCheckpoint
@@ -78,8 +78,9 @@ def index_file_name(millis: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(millis / 1000)) + f"{millis % 1000:03d}"
 
 
-def keys_of(topic: str, properties: bytes) -> list[str]:
-    """The index keys (``topic#key``) of a record's raw properties: its UNIQ_KEY and each key of KEYS."""
+def keys_of(topic: str, properties: bytes, most: int) -> list[str]:
+    """The index keys (``topic#key``) of a record's raw properties: its UNIQ_KEY and each key of KEYS, at most
+    ``most`` of them."""
     found = []
     uniq = get_property(properties, _UNIQ)
     if uniq:
@@ -87,7 +88,7 @@ def keys_of(topic: str, properties: bytes) -> list[str]:
     keys = get_property(properties, _KEYS)
     if keys:
         found.extend(f"{topic}#{key}" for key in keys.decode(errors="replace").split(" ") if key)
-    return found
+    return found if len(found) <= most else found[:most]
 
 
 def record_matches(properties: str, key: str) -> bool:
@@ -216,54 +217,66 @@ class IndexService(Service):
 
     def _slice(self) -> int | None:
         """Index up to :data:`SLICE_RECORDS` records. None: more to do; -1: caught up (or stopped at bytes
-        that are not a record yet); n > 0: the next record needs ``n`` entries that have no room."""
-        scanner = self._commit_log.scan(self.offset, check_crc=False, written_only=True)
-        index = self.files[-1] if self.files else None
-        touched = 0
-        for done, request in enumerate(scanner):
-            keys = self._keys(request)
-            if keys:
-                if index is None or index.room(len(keys)) < len(keys):
-                    self._mark(index, touched)
-                    return len(keys)
-                phys, stamp = request.commit_log_offset, request.store_timestamp
-                for key in keys:
-                    index.put(key, phys, stamp)
-                touched += 1
-            self._last_indexed = request.commit_log_offset
-            self.offset = request.commit_log_offset + request.msg_size
-            if done + 1 >= SLICE_RECORDS:
-                self._mark(index, touched)
-                return None
-        self.offset = max(self.offset, scanner.end_offset)
-        if scanner.error is not None and scanner.end_offset != self._error_offset:
-            self._error_offset = scanner.end_offset
-            self._log.warning("index_walk_stopped", offset=scanner.end_offset, reason=scanner.error.reason)
-        self._mark(index, touched)
-        return -1
+        that are not a record yet); n > 0: the next record needs ``n`` entries that have no room.
 
-    def _mark(self, index: IndexFile | None, touched: int) -> None:
+        One parse per record (:func:`~common.record.locate_record`, the commit log's own validation) gives
+        everything; the commit log's scanner would parse each record once more, for what the consume queues
+        need and the index does not."""
+        queue = self._commit_log.queue
+        index = self.files[-1] if self.files else None
+        offset = self.offset
+        touched = done = 0
+        need: int | None = -1
+        try:
+            while done < SLICE_RECORDS:
+                mapped = queue.find(offset)
+                if mapped is None:
+                    break
+                base, view, limit = mapped.file_from_offset, mapped.view, mapped.wrote_position
+                pos = offset - base
+                if pos >= limit:
+                    if limit < mapped.file_size:
+                        break  # the end of the written data
+                    offset = mapped.file_end_offset
+                    continue
+                parts = locate_record(view, pos, limit, False, None, False)
+                if isinstance(parts, Blank):
+                    offset = mapped.file_end_offset
+                    continue
+                fields, _body_start, _body_end, topic_start, props_start = parts
+                end = pos + fields[0]
+                if offset > self._last_indexed and fields[7] & _TXN_MASK != _ROLLBACK:
+                    raw_topic = bytes(view[topic_start:props_start - 2])
+                    topic = TOPIC_NAMES.get(raw_topic) or remember_topic(raw_topic)
+                    keys = keys_of(topic, bytes(view[props_start:end]), self._entries - 1)
+                    if keys:
+                        if index is None or index.room(len(keys)) < len(keys):
+                            need = len(keys)
+                            break
+                        stamp = fields[10]
+                        for key in keys:
+                            index.put(key, offset, stamp)
+                        touched += 1
+                    self._last_indexed = offset
+                offset = base + end
+                done += 1
+            else:
+                need = None
+        except (RecordFormatError, UnicodeDecodeError) as exc:
+            self._stopped_at(offset, exc)
+        self.offset = offset
         if index is not None and touched:
             index.write_header()
             self._dirty[index.name] = index
+        return need
 
-    def _keys(self, request: DispatchRequest) -> list[str]:
-        phys = request.commit_log_offset
-        if phys <= self._last_indexed or request.sys_flag & _TXN_MASK == _ROLLBACK:
-            return []
-        mapped = self._commit_log.queue.find(phys)
-        if mapped is None:
-            return []
-        pos = phys - mapped.file_from_offset
-        end = pos + request.msg_size
-        try:
-            parts = locate_record(mapped.view, pos, end, False, None, False)
-        except RecordFormatError:
-            return []
-        if isinstance(parts, Blank):
-            return []
-        keys = keys_of(request.topic, bytes(mapped.view[parts[4]:end]))
-        return keys if len(keys) < self._entries else keys[:self._entries - 1]
+    def _stopped_at(self, offset: int, exc: Exception) -> None:
+        """The walk met bytes that are not a whole record: a slave's next bytes not all here yet (quiet), or
+        damage (logged once per place; the walk waits there)."""
+        quiet = isinstance(exc, RecordFormatError) and (exc.reason == "truncated record" or exc.is_end_of_data)
+        if not quiet and offset != self._error_offset:
+            self._error_offset = offset
+            self._log.warning("index_walk_stopped", offset=offset, reason=str(exc))
 
     async def _make_room(self, need: int) -> bool:
         """Reserve the next window of entries, or make the next file (the current one is full, or there is
