@@ -135,11 +135,10 @@ def java_hash(text: str) -> int:
     """
     units: bytes | tuple[int, ...] = text.encode("ascii") if text.isascii() else struct.unpack(
         f">{len(text.encode('utf-16-be')) // 2}H", text.encode("utf-16-be"))
-    n = len(units)
     powers = _POWERS_OF_31
-    while len(powers) < n:
+    while len(powers) < len(units):
         powers.append(powers[-1] * 31 & 0xFFFFFFFF)
-    h: int = sum(map(operator.mul, units, powers[n - 1::-1] if n else ())) & 0xFFFFFFFF
+    h: int = sum(map(operator.mul, units[::-1], powers)) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
 
 

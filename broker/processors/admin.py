@@ -161,6 +161,7 @@ class AdminBrokerProcessor:
             "commitLogFlushedOffset": str(self.store.flushed_phy_offset),
             "topicCount": str(len(self.topics.table)),
             **self._disk_info(),
+            **{k: str(v) for k, v in (self.store.index.stats() if self.store.index is not None else {}).items()},
         }
         if self.extra_runtime_info is not None:
             table.update(self.extra_runtime_info())

@@ -8,11 +8,12 @@ a full file is followed by a new one.
 How it is fed. RocketMQ's reput thread builds the index with the consume queues. Here the put path (a
 master) and the reput (a slave) already tell every commit-log growth to the store's growth listeners; the
 service's listener only wakes it (:meth:`IndexService.trigger`, a flag and a future), and the service then
-walks the records written since its last run (the commit log's own scanner) in slices of
-:data:`SLICE_RECORDS`, yielding to the loop between slices. So a send pays one listener call, and the
+walks the records written since its last run (one :func:`~common.record.locate_record` per record) in
+slices of :data:`SLICE_RECORDS`, yielding to the loop between slices. So a send pays one listener call, and the
 index work happens after the send's answer is written, batched by however many sends came meanwhile;
 under load a slice covers many sends. The walk never writes past the entries' reserved window: it waits
-(without blocking the loop) for the next window, or for the next file, both made in the store's I/O thread.
+(without blocking the loop) for the next window, or for the next file, both made in the store's I/O thread;
+when that fails (a full disk) the walk pauses :data:`ROOM_RETRY_S` and tries again.
 
 Durability. Index writes are memory writes to the mapping; every ``flushIntervalCommitLog`` the files
 written since the last flush are fdatasync-ed in the I/O thread and the checkpoint's ``indexMsgTimestamp``
@@ -57,6 +58,8 @@ SLICE_RECORDS = 256
 ENTRY_WINDOW = 1 << 20
 """Bytes of entries reserved ahead of the writer (52,428 keys); refilled when half is used."""
 RETENTION_INTERVAL_S = 10.0
+ROOM_RETRY_S = 1.0
+"""Pause of the walk after a reservation or a file creation failed (a full disk): it is not retried per send."""
 _UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 _KEYS = MessageConst.PROPERTY_KEYS.encode()
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
@@ -124,6 +127,8 @@ class IndexService(Service):
         self._dirty: dict[str, IndexFile] = {}
         self._reserving: concurrent.futures.Future[None] | None = None
         self._error_offset = -1
+        #: after a failed reservation or file creation (a full disk), the walk waits until this loop time
+        self._retry_at = 0.0
         self._last_name = ""
 
     # ------------------------------------------------------------------------------------ lifecycle
@@ -182,7 +187,7 @@ class IndexService(Service):
         self.trigger()
 
     async def run(self) -> None:
-        interval = self._config.flush_interval_commit_log_ms / 1000
+        interval = self._config.flush_commit_log_thorough_interval_ms / 1000
         loop = asyncio.get_running_loop()
         next_flush = next_retention = loop.time()
         while True:
@@ -201,6 +206,8 @@ class IndexService(Service):
     async def build(self) -> None:
         """Index every record written since the last walk, a slice at a time."""
         commit_log = self._commit_log
+        if asyncio.get_running_loop().time() < self._retry_at:
+            return
         if self.offset > commit_log.max_offset:  # a slave cut an invalid tail
             self.offset = commit_log.max_offset
         if self.offset < commit_log.min_offset:  # retention went past the walk
@@ -221,50 +228,59 @@ class IndexService(Service):
 
         One parse per record (:func:`~common.record.locate_record`, the commit log's own validation) gives
         everything; the commit log's scanner would parse each record once more, for what the consume queues
-        need and the index does not."""
+        need and the index does not. Flat on purpose: this runs for every stored message."""
         queue = self._commit_log.queue
         index = self.files[-1] if self.files else None
+        room = index.room(self._entries) if index is not None else 0
+        most = self._entries - 1
+        last = self._last_indexed
         offset = self.offset
         touched = done = 0
         need: int | None = -1
         try:
-            while done < SLICE_RECORDS:
+            while done < SLICE_RECORDS and need == -1:
                 mapped = queue.find(offset)
                 if mapped is None:
                     break
                 base, view, limit = mapped.file_from_offset, mapped.view, mapped.wrote_position
                 pos = offset - base
-                if pos >= limit:
-                    if limit < mapped.file_size:
-                        break  # the end of the written data
-                    offset = mapped.file_end_offset
-                    continue
-                parts = locate_record(view, pos, limit, False, None, False)
-                if isinstance(parts, Blank):
-                    offset = mapped.file_end_offset
-                    continue
-                fields, _body_start, _body_end, topic_start, props_start = parts
-                end = pos + fields[0]
-                if offset > self._last_indexed and fields[7] & _TXN_MASK != _ROLLBACK:
-                    raw_topic = bytes(view[topic_start:props_start - 2])
-                    topic = TOPIC_NAMES.get(raw_topic) or remember_topic(raw_topic)
-                    keys = keys_of(topic, bytes(view[props_start:end]), self._entries - 1)
-                    if keys:
-                        if index is None or index.room(len(keys)) < len(keys):
-                            need = len(keys)
-                            break
-                        stamp = fields[10]
-                        for key in keys:
-                            index.put(key, offset, stamp)
-                        touched += 1
-                    self._last_indexed = offset
-                offset = base + end
-                done += 1
-            else:
+                if pos >= limit and limit < mapped.file_size:
+                    break  # the end of the written data
+                while pos < limit:
+                    if done >= SLICE_RECORDS:
+                        need = None
+                        break
+                    parts = locate_record(view, pos, limit, False, None, False)
+                    if isinstance(parts, Blank):
+                        pos = mapped.file_size
+                        break
+                    fields, _body_start, _body_end, topic_start, props_start = parts
+                    end = pos + fields[0]
+                    phys = base + pos
+                    if phys > last and fields[7] & _TXN_MASK != _ROLLBACK:
+                        raw_topic = bytes(view[topic_start:props_start - 2])
+                        topic = TOPIC_NAMES.get(raw_topic) or remember_topic(raw_topic)
+                        keys = keys_of(topic, bytes(view[props_start:end]), most)
+                        if keys:
+                            if index is None or len(keys) > room:
+                                need = len(keys)
+                                break
+                            index.put_keys(keys, phys, fields[10])
+                            room -= len(keys)
+                            touched += 1
+                        last = phys
+                    pos = end
+                    done += 1
+                offset = base + pos
+                if pos < mapped.file_size and need == -1:
+                    break  # the end of the written data
+            if done >= SLICE_RECORDS and need == -1:
                 need = None
         except (RecordFormatError, UnicodeDecodeError) as exc:
-            self._stopped_at(offset, exc)
+            self._stopped_at(base + pos, exc)
+            offset = base + pos
         self.offset = offset
+        self._last_indexed = last
         if index is not None and touched:
             index.write_header()
             self._dirty[index.name] = index
@@ -293,7 +309,8 @@ class IndexService(Service):
                 reserve = functools.partial(index.mapped.reserve, 0, end, warm=False)
                 await loop.run_in_executor(self._executor, reserve)
         except OSError as exc:
-            self._log.error("index_room_failed", error=str(exc))
+            self._log.error("index_room_failed", error=str(exc), retry_in_s=ROOM_RETRY_S)
+            self._retry_at = loop.time() + ROOM_RETRY_S
             return False
         return True
 

@@ -135,6 +135,9 @@ async def test_admin_queries_by_key_unique_key_and_id(broker: BrokerController, 
     assert by_offset["body"] == by_id_unique["body"] == "admin-body"
     assert by_offset["brokerName"] == "" or by_offset["brokerName"] == "broker-a"
     assert by_id_unique["brokerName"] == "broker-a" and by_id_unique["properties"]["TAGS"] == "T"
+    status = await admin("brokerStatus", "-b", broker.addr)
+    assert int(status["indexFiles"]) == 1 and int(status["indexLastUpdatePhyoffset"]) >= 0
+    assert int(status["indexOffset"]) > 0
     capsys.readouterr()
     code = await asyncio.to_thread(cli.main, ["queryMsgByKey", "-n", namesrv.addr, "-t", "AdminQ", "-k",
                                               "order-42", "--body"])
