@@ -211,7 +211,9 @@ class PushConsumer(ClientMember):
         if config.enable_trace:  # client.trace: the handler call is wrapped, nothing else changes
             from client.trace.hooks import TraceSession
 
-            self._trace = await TraceSession.start(config.client_args(), self.group, config.trace_topic)
+            args = config.client_args()
+            self._trace = await TraceSession.start(lambda name: Producer(name, **args), self.group,
+                                                   config.trace_topic)
         committer = OffsetCommitter(offsets, api, self._log)
         context = PushContext(config, self._subscriptions, api, offsets, committer, self._log)
         consume = self._consume_service(offsets)

@@ -394,7 +394,9 @@ class Producer(ClientMember):
         replaced on this producer only, so a producer without tracing runs its own methods untouched."""
         from client.trace.hooks import SendTracer, TraceSession
 
-        self._trace = await TraceSession.start(self.config.client_args(), self.group, self.config.trace_topic)
+        args = self.config.client_args()
+        self._trace = await TraceSession.start(lambda name: Producer(name, **args), self.group,
+                                               self.config.trace_topic)
         tracer = SendTracer(self._trace.dispatcher, self.group, instance.routes.master_table.get)
         self.send = tracer.wrap_send(self.send)  # type: ignore[method-assign,assignment]
         self.send_async = tracer.wrap_send_async(self.send_async)  # type: ignore[method-assign]

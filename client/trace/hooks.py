@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from client.consumer.types import ConsumeResult
 from client.core.message import Message, SendResult, SendStatus
@@ -23,10 +23,6 @@ from client.core.uniq import next_uniq_id
 from client.trace.data import ConsumeReturnType, MessageType, TraceBean, TraceContext, TraceType
 from client.trace.dispatcher import TraceDispatcher
 from common.message import MessageConst
-
-if TYPE_CHECKING:
-    from client.core.config import ClientArgs
-    from client.producer.producer import Producer
 
 INNER_TRACE_PRODUCER_PREFIX = "_INNER_TRACE_PRODUCER-"
 DEFAULT_REGION = "DefaultRegion"
@@ -41,19 +37,28 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class TraceProducer(Protocol):
+    """What tracing needs of the producer that sends trace messages (a :class:`client.Producer`)."""
+
+    async def start(self) -> None: ...
+
+    async def send(self, msg: Message) -> SendResult: ...
+
+    async def shutdown(self) -> None: ...
+
+
 class TraceSession:
     """A client's tracing: the dispatcher and the producer that sends its trace messages."""
 
-    def __init__(self, dispatcher: TraceDispatcher, producer: Producer) -> None:
+    def __init__(self, dispatcher: TraceDispatcher, producer: TraceProducer) -> None:
         self.dispatcher = dispatcher
         self.producer = producer
 
     @classmethod
-    async def start(cls, client_args: ClientArgs, group: str, topic: str) -> TraceSession:
-        """A started dispatcher sending to ``topic`` with a started producer of its own."""
-        from client.producer.producer import Producer  # the producer module builds sessions: import it late
-
-        producer = Producer(INNER_TRACE_PRODUCER_PREFIX + group, **client_args)
+    async def start(cls, make_producer: Callable[[str], TraceProducer], group: str, topic: str) -> TraceSession:
+        """A started dispatcher sending to ``topic`` with a started producer of its own, made by
+        ``make_producer(group name)`` (a traced client passes its own producer class, untraced)."""
+        producer = make_producer(INNER_TRACE_PRODUCER_PREFIX + group)
         await producer.start()
 
         async def send(trace_topic: str, body: bytes, keys: str) -> None:

@@ -15,8 +15,10 @@ under load a slice covers many sends. The walk never writes past the entries' re
 (without blocking the loop) for the next window, or for the next file, both made in the store's I/O thread;
 when that fails (a full disk) the walk pauses :data:`ROOM_RETRY_S` and tries again.
 
-Durability. Index writes are memory writes to the mapping; every ``flushIntervalCommitLog`` the files
-written since the last flush are fdatasync-ed in the I/O thread and the checkpoint's ``indexMsgTimestamp``
+Durability. Index writes are memory writes to the mapping; every ``flushCommitLogThoroughInterval`` (the
+commit log's own full-flush cadence, 10 s: each flush writes every slot page touched since the last one,
+spread over the file's slots, so a shorter cadence rewrites the same pages more often) the files written
+since the last flush are fdatasync-ed in the I/O thread and the checkpoint's ``indexMsgTimestamp``
 becomes the newest store time they hold. At start after a crash (the ``abort`` file), files whose end time
 is past the checkpoint's ``indexMsgTimestamp`` are dropped, as RocketMQ does, and the index is rebuilt from
 the commit log after the newest entry left (the whole log when none is left), in the background.
