@@ -40,7 +40,11 @@ _INT_MAX = 0x7FFFFFFF
 
 def key_hash(key: str) -> int:
     """RocketMQ's ``indexKeyHashMethod``: ``abs(key.hashCode())``, 0 when that overflows."""
-    h = java_hash(key)
+    return positive_hash(java_hash(key))
+
+
+def positive_hash(h: int) -> int:
+    """``abs`` of a Java hash as RocketMQ takes it (``Integer.MIN_VALUE`` gives 0)."""
     return 0 if h == -0x80000000 else abs(h)
 
 
@@ -99,9 +103,9 @@ class IndexFile:
         reserved = (self.mapped.reserved - self.entries_at) // ENTRY_SIZE - self.index_count
         return max(0, min(fit, reserved))
 
-    def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int) -> None:
-        """Add every key of one record (the caller checked :meth:`room`); the header is updated in memory.
-        The index's hot path: one call per record, locals only."""
+    def put_keys(self, hashes: list[int], phy_offset: int, store_timestamp: int) -> None:
+        """Add the keys of one record, by their :func:`key_hash` (the caller checked :meth:`room`); the header
+        is updated in memory. The index's hot path: one call per record, locals only."""
         view, slots, entries_at = self.mapped.view, self.slot_num, self.entries_at
         count, begin, used = self.index_count, self.begin_timestamp, self.hash_slot_count
         if count <= 1:
@@ -109,9 +113,7 @@ class IndexFile:
             self.begin_phy_offset = phy_offset
         diff = 0 if begin <= 0 else min(_INT_MAX, max(0, (store_timestamp - begin) // 1000))
         unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
-        for key in keys:
-            h = java_hash(key)
-            h = 0 if h == -0x80000000 else abs(h)
+        for h in hashes:
             slot_at = HEADER_SIZE + (h % slots) * SLOT_SIZE
             (previous,) = unpack_slot(view, slot_at)
             if previous <= INVALID_INDEX or previous > count:

@@ -45,14 +45,14 @@ from typing import NamedTuple
 from structlog.typing import FilteringBoundLogger
 
 from common.errors import RecordFormatError
-from common.message import MessageConst, get_property
+from common.message import MessageConst, get_property, java_hash, java_hash_after
 from common.record import TOPIC_NAMES, Blank, locate_record, remember_topic
 from common.service import Service
 from common.sysflag import MessageSysFlag
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.config import StoreConfig
-from store.index.file import IndexFile, file_size
+from store.index.file import IndexFile, file_size, key_hash, positive_hash
 from store.mapped_file import MappedFile, fsync_dir
 
 SLICE_RECORDS = 256
@@ -61,6 +61,7 @@ ENTRY_WINDOW = 1 << 20
 """Bytes of entries reserved ahead of the writer (52,428 keys); refilled when half is used."""
 RETENTION_INTERVAL_S = 10.0
 ROOM_RETRY_S = 1.0
+TOPIC_HASHES_MAX = 4096
 """Pause of the walk after a reservation or a file creation failed (a full disk): it is not retried per send."""
 _UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 _KEYS = MessageConst.PROPERTY_KEYS.encode()
@@ -83,17 +84,24 @@ def index_file_name(millis: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(millis / 1000)) + f"{millis % 1000:03d}"
 
 
-def keys_of(topic: str, properties: bytes, most: int) -> list[str]:
-    """The index keys (``topic#key``) of a record's raw properties: its UNIQ_KEY and each key of KEYS, at most
-    ``most`` of them."""
+def key_hashes(topic: str, topic_hash: int, properties: bytes, most: int) -> list[int]:
+    """The :func:`~store.index.file.key_hash` of each index key (``topic#key``) of a record's raw properties,
+    its UNIQ_KEY then each key of KEYS, at most ``most``; ``topic_hash`` is ``hash(topic + "#")``. ASCII keys
+    are hashed from their bytes (no string is built), others as the decoded ``topic#key``."""
     found = []
     uniq = get_property(properties, _UNIQ)
     if uniq:
-        found.append(f"{topic}#{uniq.decode(errors='replace')}")
+        found.append(_hash_of(topic, topic_hash, uniq))
     keys = get_property(properties, _KEYS)
     if keys:
-        found.extend(f"{topic}#{key}" for key in keys.decode(errors="replace").split(" ") if key)
+        found.extend(_hash_of(topic, topic_hash, key) for key in keys.split(b" ") if key)
     return found if len(found) <= most else found[:most]
+
+
+def _hash_of(topic: str, topic_hash: int, key: bytes) -> int:
+    if key.isascii():
+        return positive_hash(java_hash_after(topic_hash, key))
+    return key_hash(f"{topic}#{key.decode(errors='replace')}")
 
 
 def record_matches(properties: str, key: str) -> bool:
@@ -131,6 +139,8 @@ class IndexService(Service):
         self._error_offset = -1
         #: after a failed reservation or file creation (a full disk), the walk waits until this loop time
         self._retry_at = 0.0
+        #: ``hash(topic + "#")`` by topic (bounded: cleared at :data:`TOPIC_HASHES_MAX`)
+        self._topic_hashes: dict[str, int] = {}
         self._last_name = ""
 
     # ------------------------------------------------------------------------------------ lifecycle
@@ -235,6 +245,7 @@ class IndexService(Service):
         index = self.files[-1] if self.files else None
         room = index.room(self._entries) if index is not None else 0
         most = self._entries - 1
+        seeds = self._topic_hashes
         last = self._last_indexed
         offset = self.offset
         touched = done = 0
@@ -262,7 +273,10 @@ class IndexService(Service):
                     if phys > last and fields[7] & _TXN_MASK != _ROLLBACK:
                         raw_topic = bytes(view[topic_start:props_start - 2])
                         topic = TOPIC_NAMES.get(raw_topic) or remember_topic(raw_topic)
-                        keys = keys_of(topic, bytes(view[props_start:end]), most)
+                        topic_hash = seeds.get(topic)
+                        if topic_hash is None:
+                            topic_hash = self._topic_hash(topic)
+                        keys = key_hashes(topic, topic_hash, bytes(view[props_start:end]), most)
                         if keys:
                             if index is None or len(keys) > room:
                                 need = len(keys)
@@ -287,6 +301,12 @@ class IndexService(Service):
             index.write_header()
             self._dirty[index.name] = index
         return need
+
+    def _topic_hash(self, topic: str) -> int:
+        if len(self._topic_hashes) >= TOPIC_HASHES_MAX:
+            self._topic_hashes.clear()
+        h = self._topic_hashes[topic] = java_hash(topic + "#")
+        return h
 
     def _stopped_at(self, offset: int, exc: Exception) -> None:
         """The walk met bytes that are not a whole record: a slave's next bytes not all here yet (quiet), or
