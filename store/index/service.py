@@ -57,12 +57,15 @@ from store.mapped_file import MappedFile, fsync_dir
 
 SLICE_RECORDS = 256
 """Records indexed between two yields to the event loop (a slice takes ~2 ms)."""
+WALK_PAUSE_S = 0.001
+"""Least time between two walks: under load a walk then covers every send of a millisecond or more, instead
+of paying its set-up for the few sends of one loop iteration (queries see records at most ~1 ms later)."""
 ENTRY_WINDOW = 1 << 20
 """Bytes of entries reserved ahead of the writer (52,428 keys); refilled when half is used."""
 RETENTION_INTERVAL_S = 10.0
 ROOM_RETRY_S = 1.0
-TOPIC_HASHES_MAX = 4096
 """Pause of the walk after a reservation or a file creation failed (a full disk): it is not retried per send."""
+TOPIC_HASHES_MAX = 4096
 _UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 _KEYS = MessageConst.PROPERTY_KEYS.encode()
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
@@ -135,7 +138,6 @@ class IndexService(Service):
         self._log = log
         self._last_indexed = -1
         self._dirty: dict[str, IndexFile] = {}
-        self._reserving: concurrent.futures.Future[None] | None = None
         self._error_offset = -1
         #: after a failed reservation or file creation (a full disk), the walk waits until this loop time
         self._retry_at = 0.0
@@ -205,6 +207,7 @@ class IndexService(Service):
         while True:
             await self._sleep_or_trigger(max(0.0, min(next_flush, next_retention) - loop.time()))
             await self.build()
+            await asyncio.sleep(WALK_PAUSE_S)  # the sends of the pause are indexed by the next walk, together
             now = loop.time()
             if now >= next_flush:
                 next_flush = now + interval
@@ -220,8 +223,9 @@ class IndexService(Service):
         commit_log = self._commit_log
         if asyncio.get_running_loop().time() < self._retry_at:
             return
-        if self.offset > commit_log.max_offset:  # a slave cut an invalid tail
+        if self.offset > commit_log.max_offset:  # a tail cut (recovery, or a slave's invalid bytes)
             self.offset = commit_log.max_offset
+            self._last_indexed = min(self._last_indexed, self.offset - 1)  # new records will come there
         if self.offset < commit_log.min_offset:  # retention went past the walk
             self.offset = commit_log.min_offset
         while self.offset < commit_log.max_offset:
