@@ -9,6 +9,7 @@ from pathlib import Path
 
 from common.message import java_string_hash
 from store import MessageStore
+from store.checkpoint import StoreCheckpoint
 from store.index.file import key_hash
 from tests.helpers import eventually
 from tests.store.support import msg, names_in, small_config
@@ -163,3 +164,13 @@ async def test_retention_deletes_index_files_of_deleted_records(tmp_path: Path) 
         assert _keys_found(store, "T", "k159") == 1 and _keys_found(store, "T", "k0") == 0
     finally:
         await store.shutdown()
+
+
+async def test_checkpoint_keeps_index_msg_timestamp(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = await _started(root)
+    store.append(msg("T", b"x", keys="a"))
+    await eventually(lambda: _keys_found(store, "T", "a") == 1)
+    stamp = store.query_message("T", "a", 1, 0, 2**62).index_last_update_timestamp
+    await store.shutdown()
+    assert StoreCheckpoint.load(str(root / "checkpoint")).index_msg_timestamp == stamp > 0

@@ -127,3 +127,18 @@ async def test_slave_answers_when_master_is_gone(tmp_path: Path, namesrv: Namesr
         await slave.stop()
         if master._running:
             await master.stop()
+
+
+async def test_query_on_a_broker_without_index(tmp_path: Path, namesrv: NamesrvController) -> None:
+    plain = await start_broker(tmp_path, "broker-n", namesrv.addr, {"messageIndexEnable": "false"})
+    try:
+        reader, writer = await asyncio.open_connection(*plain.server.address)
+        writer.write(_frame(12, 5, {"topic": "T", "key": "k", "maxNum": "4", "beginTimestamp": "0",
+                                    "endTimestamp": str(FAR)}))
+        header, _body = await asyncio.wait_for(_read_frame(reader), 10)
+        assert header["code"] == 22 and "messageIndexEnable=false" in str(header.get("remark"))
+        writer.close()
+        await writer.wait_closed()
+        assert plain.store is not None and not (Path(plain.store.config.store_path_root_dir) / "index").exists()
+    finally:
+        await plain.stop()

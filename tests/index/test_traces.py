@@ -14,6 +14,7 @@ from admin import cli
 from broker.controller import BrokerController
 from client import ConsumeResult, Message, Producer, PushConsumer
 from client.core.message_ext import MessageExt
+from client.core.query import QueryError
 from client.trace import TraceContext, TraceDispatcher, TraceType
 from namesrv.controller import NamesrvController
 from tests.helpers import eventually
@@ -174,5 +175,25 @@ async def test_tracing_off_leaves_the_producer_alone(broker: BrokerController, n
     await producer.start()
     try:
         assert "send" not in vars(producer) and "send_async" not in vars(producer)
+    finally:
+        await producer.shutdown()
+
+
+async def test_custom_trace_topic(broker: BrokerController, namesrv: NamesrvController) -> None:
+    producer = Producer("CustomTracePG", namesrv_addr=namesrv.addr, enable_trace=True, trace_topic="MyTraces")
+    await producer.start()
+    try:
+        sent = await producer.send(Message("Custom", b"c", keys="ck"))
+
+        async def traced() -> bool:
+            try:
+                found = await producer.query_message("MyTraces", sent.msg_id, 8, 0, FAR)
+            except QueryError:  # the topic is created by the first trace message
+                return False
+            return any(c["type"] == "Pub" and c["msgId"] == sent.msg_id
+                       for m in found for c in independent_decode(m.body))
+
+        await eventually(traced, timeout=20, message="Pub trace in the custom topic")
+        assert await producer.query_message(TRACE_TOPIC, sent.msg_id, 8, 0, FAR) == []
     finally:
         await producer.shutdown()
