@@ -144,6 +144,8 @@ class IndexService(Service):
         #: ``hash(topic + "#")`` by topic (bounded: cleared at :data:`TOPIC_HASHES_MAX`)
         self._topic_hashes: dict[str, int] = {}
         self._last_name = ""
+        #: the next file being made in the I/O thread (a shutdown meanwhile closes it in :meth:`close`)
+        self._creating: concurrent.futures.Future[IndexFile] | None = None
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -187,8 +189,12 @@ class IndexService(Service):
         self._checkpoint.index_msg_timestamp = last.end_timestamp if last is not None else 0
 
     def close(self) -> None:
-        """Write the headers, flush and unmap every file. Blocking (at shutdown)."""
-        for index in self.files:
+        """Write the headers, flush and unmap every file (and a file made for a walk that shutdown
+        cancelled: the I/O thread runs this after it). Blocking (at shutdown)."""
+        creating, self._creating = self._creating, None
+        made = [creating.result()] if (creating is not None and creating.done() and not creating.cancelled()
+                                       and creating.exception() is None) else []
+        for index in self.files + [f for f in made if f not in self.files]:
             if not index.mapped.closed:
                 index.write_header()
                 with contextlib.suppress(OSError):
@@ -329,7 +335,9 @@ class IndexService(Service):
             if index is None or index.index_count + need > index.index_num:
                 if index is not None:
                     self._dirty[index.name] = index
-                self.files.append(await loop.run_in_executor(self._executor, self._new_file, index))
+                creating = self._creating = self._executor.submit(self._new_file, index)
+                self.files.append(await asyncio.wrap_future(creating))
+                self._creating = None
             else:
                 end = index.entry_end(need) + ENTRY_WINDOW
                 reserve = functools.partial(index.mapped.reserve, 0, end, warm=False)
