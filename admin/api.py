@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from common.message import parse_properties
-from common.record import Blank, MessageRecord, decode_message_id, decode_record
 from remoting import fastjson
 from remoting import route as rd
 from remoting.acl import SessionCredentials
@@ -28,7 +26,6 @@ from remoting.headers import (
     GetRouteInfoRequestHeader,
     OffsetResponseHeader,
     TopicQueueRequestHeader,
-    ViewMessageRequestHeader,
 )
 
 __all__ = ["AdminClient", "AdminError", "BrokerInfo", "QueueStatus", "split_namesrv"]
@@ -218,32 +215,3 @@ class AdminClient:
                     entries.append({**key.to_json_dict(), **wrapper, "lag": lag})
         entries.sort(key=lambda e: (str(e.get("topic")), str(e.get("brokerName")), int(e.get("queueId", 0))))
         return {"group": group, "offsetTable": entries, "totalLag": sum(int(e.get("lag", 0)) for e in entries)}
-
-    async def view_message(self, msg_id: str) -> MessageRecord:
-        """The stored record named by an offset message id (the ``msgId`` a send returns)."""
-        try:
-            ip, port, offset = decode_message_id(msg_id)
-        except ValueError as exc:
-            raise AdminError(str(exc)) from None
-        fields = ViewMessageRequestHeader(offset).to_fields()
-        resp = await self.call(f"{ip}:{port}", RequestCode.VIEW_MESSAGE_BY_ID, fields)
-        record = decode_record(bytes(resp.body or b""))
-        if isinstance(record, Blank):
-            raise AdminError(f"no message at offset {offset}")
-        return record
-
-
-def record_dict(record: MessageRecord, msg_id: str) -> dict[str, Any]:
-    """A stored record as JSON-friendly data (body as text when it is UTF-8, else hex)."""
-    try:
-        body: str = record.body.decode("utf-8")
-        encoding = "utf-8"
-    except UnicodeDecodeError:
-        body, encoding = record.body.hex(), "hex"
-    return {
-        "msgId": msg_id, "topic": record.topic, "queueId": record.queue_id, "queueOffset": record.queue_offset,
-        "commitLogOffset": record.physical_offset, "bornTimestamp": record.born_timestamp,
-        "storeTimestamp": record.store_timestamp, "bornHost": record.born_host_address,
-        "reconsumeTimes": record.reconsume_times, "properties": parse_properties(record.properties),
-        "bodyLength": len(record.body), "bodyEncoding": encoding, "body": body,
-    }

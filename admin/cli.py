@@ -1,7 +1,8 @@
 """``rmq-admin``: inspect and operate a PocketMQ (or RocketMQ 4.x) cluster over the remoting protocol.
 
 Commands keep ``mqadmin``'s names: ``clusterList``, ``topicList``, ``topicRoute``, ``topicStatus``,
-``updateTopic``, ``deleteTopic``, ``brokerStatus``, ``consumerProgress``, ``sendMessage``, ``queryMsgById``,
+``updateTopic``, ``deleteTopic``, ``brokerStatus``, ``consumerProgress``, ``sendMessage``, the queries of
+:mod:`admin.query_commands` (``queryMsgByKey``, ``queryMsgByUniqueKey``, ``queryMsgById``, ``queryMsgTraceById``),
 plus ``export`` (a broker's commit log, :mod:`admin.export`); the operations commands live in
 ``admin/commands_*.py`` (subscription groups, clients and offsets, broker stats/config/permission) and
 register themselves here. ``-n`` is taken before or after the command name. Output is a human table, or JSON with
@@ -21,8 +22,8 @@ import os
 import sys
 from typing import Any
 
-from admin import commands_broker, commands_clients, commands_groups
-from admin.api import AdminClient, AdminError, record_dict, split_namesrv
+from admin import commands_broker, commands_clients, commands_groups, query_commands
+from admin.api import AdminClient, AdminError, split_namesrv
 from admin.output import Command, emit, table
 from common.logs import configure_logging
 from remoting import route as rd
@@ -126,18 +127,11 @@ async def cmd_send_message(admin: AdminClient, args: argparse.Namespace) -> None
          table(["#Broker", "#QID", "#QueueOffset", "#Status", "#MsgId"], rows))
 
 
-async def cmd_query_msg_by_id(admin: AdminClient, args: argparse.Namespace) -> None:
-    record = await admin.view_message(args.msg_id)
-    data = record_dict(record, args.msg_id)
-    width = max(len(k) for k in data)
-    _out(args, data, "\n".join(f"{k:<{width}} : {v}" for k, v in data.items()))
-
-
 COMMANDS: dict[str, Command] = {
     "clusterList": cmd_cluster_list, "topicList": cmd_topic_list, "topicRoute": cmd_topic_route,
     "topicStatus": cmd_topic_status, "updateTopic": cmd_update_topic, "deleteTopic": cmd_delete_topic,
     "brokerStatus": cmd_broker_status, "consumerProgress": cmd_consumer_progress,
-    "sendMessage": cmd_send_message, "queryMsgById": cmd_query_msg_by_id,
+    "sendMessage": cmd_send_message, **query_commands.COMMANDS,
 }
 
 
@@ -186,8 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-k", "--keys")
     s.add_argument("--group", default="rmq-admin-producer")
     s.add_argument("--count", type=int, default=1)
-    s = sub.add_parser("queryMsgById", parents=[common], help="a stored message by its offset msgId")
-    s.add_argument("-i", "--msg-id", required=True)
+    query_commands.add_parsers(sub, common)
     for module in (commands_groups, commands_clients, commands_broker):
         COMMANDS.update(module.register(sub, common))
     sub.add_parser("export", help="copy a broker's commit log (see rmq-admin export -h)", add_help=False)

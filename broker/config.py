@@ -57,6 +57,9 @@ class BrokerConfig:
     acl_enable: bool = False
     #: The ACL file (RocketMQ reads ``$ROCKETMQ_HOME/conf/plain_acl.yml``, or ``-Drocketmq.acl.plain.file``).
     plain_acl_file: str = "conf/plain_acl.yml"
+    #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as RocketMQ does.
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None

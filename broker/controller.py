@@ -38,6 +38,7 @@ from broker.processors.admin_stats import AdminStatsProcessor
 from broker.processors.client_manage import ClientManageProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
 from broker.processors.pull import PullMessageProcessor
+from broker.processors.query import QueryMessageProcessor
 from broker.processors.send import SendMessageProcessor
 from broker.registration import (
     REJOIN_CHECK_INTERVAL,
@@ -52,6 +53,7 @@ from broker.stats import BrokerStats
 from broker.topic_manager import TopicConfigManager
 from common.logs import get_logger
 from common.service import Service, on_demand, periodic
+from common.topic_config import PermName
 from ha.client import HAClient
 from ha.service import HAService
 from remoting.client import RemotingClient
@@ -163,6 +165,9 @@ class BrokerController:
         self.store = MessageStore(store_config)
         await self.store.start()
         await asyncio.to_thread(self._load_metadata)
+        if self.config.trace_topic_enable:  # RocketMQ: one queue, read and write
+            self.topics.create_system_topic(self.config.msg_trace_topic_name, 1,
+                                            PermName.PERM_READ | PermName.PERM_WRITE)
         self.store.add_arrival_listener(self.hold.notify)
         await self._start_ha(self.store)
         self._register_processors(self.store)
@@ -225,7 +230,8 @@ class BrokerController:
                                                       on_group_changed=self.consumer_processor.notify_ids_changed,
                                                       filters=self.filters,
                                                       enable_property_filter=self.config.enable_property_filter)
-        for processor in (send, pull, admin, self.client_processor, self.consumer_processor, *admin_more):
+        query = QueryMessageProcessor(store=store)
+        for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)

@@ -17,6 +17,7 @@ log's tag code) need one property of many.
 from __future__ import annotations
 
 import functools
+import operator
 import struct
 from collections.abc import Mapping
 from typing import Any, AnyStr
@@ -121,18 +122,36 @@ def get_property(text: AnyStr, name: AnyStr) -> AnyStr | None:
     return text[start:] if end < 0 else text[start:end]
 
 
-@functools.lru_cache(maxsize=8192)
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode()`` (over UTF-16 code units, int32 overflow): the tag code of a message.
+_POWERS_OF_31 = [1]
+"""``31**i mod 2**32`` for i = 0, 1, ...: grown on demand, bounded by the longest string hashed."""
+
+
+def java_hash(text: str) -> int:
+    """Java's ``String.hashCode()`` (over UTF-16 code units, int32 overflow), uncached: for strings seen once
+    (the index's unique keys), which would only push the tag codes out of :func:`java_string_hash`'s cache.
 
     Code units, not code points: a character outside the BMP counts as its two surrogates, as in Java.
     """
-    h = 0
-    units = text.encode("ascii") if text.isascii() else struct.unpack(
+    units: bytes | tuple[int, ...] = text.encode("ascii") if text.isascii() else struct.unpack(
         f">{len(text.encode('utf-16-be')) // 2}H", text.encode("utf-16-be"))
-    for unit in units:
-        h = (31 * h + unit) & 0xFFFFFFFF
+    return java_hash_after(0, units)
+
+
+def java_hash_after(prefix_hash: int, units: bytes | tuple[int, ...]) -> int:
+    """The ``String.hashCode()`` of a string made of a prefix whose hash is ``prefix_hash`` followed by the
+    UTF-16 code ``units`` (ASCII bytes are their own code units): ``hash("topic#" + key)`` from the topic's
+    hash and the key's raw bytes, with no string built. One ``sum(map(...))`` over the units and the powers
+    of 31, in C."""
+    powers = _POWERS_OF_31
+    n = len(units)
+    while len(powers) <= n:
+        powers.append(powers[-1] * 31 & 0xFFFFFFFF)
+    h: int = (prefix_hash * powers[n] + sum(map(operator.mul, units[::-1], powers))) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+java_string_hash = functools.lru_cache(maxsize=8192)(java_hash)
+""":func:`java_hash`, cached: the tag code of a message (tags repeat)."""
 
 
 _TAGS = MessageConst.PROPERTY_TAGS

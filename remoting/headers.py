@@ -365,6 +365,28 @@ class ViewMessageRequestHeader(CommandHeader):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class QueryMessageRequestHeader(CommandHeader):
+    """QUERY_MESSAGE (12); ``_UNIQUE_KEY_QUERY=true`` rides beside it in ``extFields`` (see
+    :data:`UNIQUE_KEY_QUERY`)."""
+
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+
+
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+"""RocketMQ's ``MixAll.UNIQUE_MSG_QUERY_FLAG``: the key is a client unique id (the broker uses its own maxNum)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueryMessageResponseHeader(CommandHeader):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class UnregisterClientRequestHeader(CommandHeader):
     client_id: str = wire("clientID")
     producer_group: str | None = None

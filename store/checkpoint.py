@@ -5,7 +5,7 @@ Layout (4096 bytes, big-endian)::
     offset  size  field
     0       8     physicMsgTimestamp   store time of the last flushed commit-log record (RocketMQ §4.4)
     8       8     logicsMsgTimestamp   store time up to which consume queues are flushed (RocketMQ)
-    16      8     indexMsgTimestamp    RocketMQ's index files; always 0 here (no index)
+    16      8     indexMsgTimestamp    store time up to which the index files are flushed (RocketMQ)
     24      8     physicOffset         PocketMQ: commit-log offset flushed
     32      8     logicsOffset         PocketMQ: every consume-queue unit of a record before this offset
                                        is flushed

@@ -93,6 +93,15 @@ class StoreConfig:
     max_transfer_count_on_message_in_memory: int = 32
     access_message_in_memory_max_ratio: int = 40
     message_delay_level: str = DEFAULT_DELAY_LEVELS
+    message_index_enable: bool = True
+    """Build the message index (``index/``) that queries by key and unique key read."""
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    """Keys per index file (plus one: entry 0 is never used); a full file is followed by a new one."""
+    max_msgs_num_batch: int = 64
+    """Most records one query by key answers."""
+    default_query_max_num: int = 32
+    """``maxNum`` of a query by unique key (the client's own is ignored, as in RocketMQ)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.store_path_root_dir), "store_path_root_dir must be set")
@@ -113,6 +122,9 @@ class StoreConfig:
                      "clean_resource_interval_ms", "max_transfer_bytes_on_message_in_memory",
                      "max_transfer_count_on_message_in_memory", "delete_files_batch_max"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
+        for name in ("max_hash_slot_num", "max_msgs_num_batch", "default_query_max_num"):
+            _check(getattr(self, name) > 0, f"{name} must be positive")
+        _check(self.max_index_num >= 2, "max_index_num must be at least 2")
         parse_delete_when(self.delete_when)
         parse_delay_levels(self.message_delay_level)
         parse_host_port(self.store_host)
@@ -185,6 +197,11 @@ PROPERTY_NAMES: dict[str, str] = {
     "maxTransferCountOnMessageInMemory": "max_transfer_count_on_message_in_memory",
     "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
     "messageDelayLevel": "message_delay_level",
+    "messageIndexEnable": "message_index_enable",
+    "maxHashSlotNum": "max_hash_slot_num",
+    "maxIndexNum": "max_index_num",
+    "maxMsgsNumBatch": "max_msgs_num_batch",
+    "defaultQueryMaxNum": "default_query_max_num",
 }
 """RocketMQ property name -> StoreConfig field."""
 

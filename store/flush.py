@@ -239,6 +239,7 @@ class FlushConsumeQueueService(PagedFlushService):
         snapshot = StoreCheckpoint(
             physic_msg_timestamp=self._checkpoint.physic_msg_timestamp,
             logics_msg_timestamp=stamp if logics == capture else self._checkpoint.logics_msg_timestamp,
+            index_msg_timestamp=self._checkpoint.index_msg_timestamp,
             physic_offset=self._checkpoint.physic_offset,
             logics_offset=logics,
             has_offsets=True,

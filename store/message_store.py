@@ -54,6 +54,7 @@ from store.config import BrokerRole, FlushDiskType, StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.errors import StoreError, StoreNotRunningError
 from store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService, flush_commit_log
+from store.index import IndexService, QueryResult
 from store.listeners import ArrivalListener, GrowthListener, StoreListeners
 from store.mapped_file import MappedFile, MappedFileAllocator, fsync_dir, is_no_space, run_flush_plan
 from store.message import MessageExtBatch, MessageExtBrokerInner
@@ -108,6 +109,9 @@ class MessageStore:
         self._reput = Reput(self.commit_log, self._queues, self._listeners, self._cl_allocator, self._discard_later,
                             self._log)
         self._reader = MessageReader(config, self.commit_log, self._queues)
+        #: the message index (None with ``messageIndexEnable=false``)
+        self.index = (IndexService(config, self.commit_log, self.checkpoint, self._io_executor, self._log)
+                      if config.message_index_enable else None)
         self._group_commit: GroupCommitService | None = None
         #: the flush and retention services, stopped with one call at shutdown
         self._services = Service(name="store")
@@ -143,6 +147,9 @@ class MessageStore:
             self._queues.__iter__, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
             interval_ms=cfg.flush_interval_consume_queue_ms, least_pages=cfg.flush_consume_queue_least_pages,
             thorough_ms=cfg.flush_consume_queue_thorough_interval_ms))
+        if self.index is not None:
+            self._services.add_child(self.index)
+            self._listeners.growth.append(self.index.on_growth)
         self.retention = self._services.add_child(RetentionService(
             cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._on_disk_full,
             recheck=self._recheck_space))
@@ -169,6 +176,8 @@ class MessageStore:
         if self._group_commit is not None:
             self._group_commit.release_all()
         clean = True
+        if self.index is not None:
+            await self.index.flush()
         try:
             if self._cq_flush is not None:
                 await self._cq_flush.flush(0)
@@ -204,6 +213,8 @@ class MessageStore:
         self.checkpoint.logics_msg_timestamp = loaded.logics_msg_timestamp
         self.checkpoint.physic_offset = self.checkpoint.logics_offset = max_offset
         self.checkpoint.has_offsets = True
+        if self.index is not None:
+            self.index.load(abnormal=abnormal, checkpoint_timestamp=loaded.index_msg_timestamp)
         self.checkpoint.write(self._checkpoint_path)
         self._reput.offset = max_offset
         with open(self._abort_path, "wb") as f:
@@ -249,6 +260,8 @@ class MessageStore:
         self._cq_allocator.close()
         for mapped in self._all_mapped_files():
             mapped.close()
+        if self.index is not None:
+            self.index.close()
         if self.retention is not None:
             self.retention.close_deferred()
         if clean:
@@ -501,6 +514,13 @@ class MessageStore:
         """Decode the record at a commit-log offset (e.g. from a message id); None if there is none."""
         return self.commit_log.look_message(phys_offset, size)
 
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryResult:
+        """The stored records of ``key`` (a KEYS key or a UNIQ_KEY) in ``topic`` stored in ``[begin, end]`` ms,
+        newest first (see :class:`~store.index.IndexService`); none when the index is off."""
+        if self.index is None:
+            return QueryResult([], 0, 0)
+        return self.index.query(topic, key, max_num, begin, end)
+
     def get_commit_log_data(self, offset: int, max_bytes: int | None = None) -> memoryview | None:
         """Replication read: written bytes from ``offset`` to the end of its file (at most ``max_bytes``);
         None when ``offset`` is not in the log (deleted, or not yet written)."""
@@ -566,6 +586,7 @@ class MessageStore:
             "diskFull": self.disk_full,
             "commitLogDiskRatio": self._disk.ratio if self._disk is not None else 0.0,
             "now": int(time.time() * 1000),
+            **(self.index.stats() if self.index is not None else {}),
         }
 
 

@@ -188,6 +188,7 @@ class AdminBrokerProcessor:
             "topicCount": str(len(self.topics.table)),
             **self._disk_info(),
             **self._exporter_keys(),
+            **{k: str(v) for k, v in (self.store.index.stats() if self.store.index is not None else {}).items()},
         }
         if self.extra_runtime_info is not None:
             table.update(self.extra_runtime_info())

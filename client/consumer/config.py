@@ -48,6 +48,8 @@ class ConsumerArgs(ClientArgs, total=False):
     shutdown_grace: float
     allocate_strategy: AllocateStrategy
     offset_store_dir: str | Path | None
+    enable_trace: bool
+    trace_topic: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +85,9 @@ class ConsumerConfig(ClientOptions):
     allocate_strategy: AllocateStrategy = allocate_averagely
     #: BROADCASTING offsets file base (default ``~/.rocketmq_offsets``).
     offset_store_dir: str | Path | None = None
+    #: Write RocketMQ message traces of every handler call to ``trace_topic`` (see :mod:`client.trace`).
+    enable_trace: bool = False
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
     def __post_init__(self) -> None:
         check_group(self.group)

@@ -47,7 +47,7 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from client.consumer import admin_requests
 from client.consumer.broker_api import ConsumerAPI
@@ -76,6 +76,10 @@ from common.topic import retry_topic
 from remoting.errors import PocketMQError
 
 __all__ = ["BatchMessageHandler", "MessageHandler", "PushConsumer", "build_retry_message"]
+
+
+if TYPE_CHECKING:
+    from client.trace.hooks import TraceSession
 
 log = get_logger("client.push_consumer")
 
@@ -120,6 +124,7 @@ class PushConsumer(ClientMember):
         self._batch_max_size = self.config.consume_message_batch_max_size
         self._parts: _Parts | None = None
         self._started_ms = 0
+        self._trace: TraceSession | None = None
         self._log = log.bind(group=self.group)
 
     # -- configuration ----------------------------------------------------------------------------------
@@ -194,6 +199,7 @@ class PushConsumer(ClientMember):
         except BaseException:
             self._state = State.STOPPED
             await self._stop_parts(0.0)
+            await self._stop_trace()
             if self._inner_producer.running:
                 await self._inner_producer.shutdown()
             await instance.unregister_consumer(self.group)
@@ -206,6 +212,12 @@ class PushConsumer(ClientMember):
         api = ConsumerAPI(instance, self.group, serialize_type=config.client.serialize_type,
                           timeout=config.namesrv_timeout)
         offsets = await self._offset_store(instance)
+        if config.enable_trace:  # client.trace: the handler call is wrapped, nothing else changes
+            from client.trace.hooks import TraceSession
+
+            args = config.client_args()
+            self._trace = await TraceSession.start(lambda name: Producer(name, **args), self.group,
+                                                   config.trace_topic)
         committer = OffsetCommitter(offsets, api, self._log)
         context = PushContext(config, self._subscriptions, api, offsets, committer, self._log)
         consume = self._consume_service(offsets)
@@ -250,6 +262,10 @@ class PushConsumer(ClientMember):
         assert self._handler is not None
         config = self.config
         call = _handler_call(self._handler, self._single, self._log)
+        if self._trace is not None:
+            from client.trace.hooks import ConsumeTracer
+
+            call = ConsumeTracer(self._trace.dispatcher, self.group).wrap(call)
         if config.orderly:
             return OrderlyConsumeService(
                 self, call, offsets, concurrency=config.consume_thread_max, batch_max_size=self._batch_max_size,
@@ -276,11 +292,17 @@ class PushConsumer(ClientMember):
         for pq in queues.values():
             pq.dropped = True
         queues.clear()
+        await self._stop_trace()
         if self._inner_producer.running:
             await self._inner_producer.shutdown()
         await self.instance.unregister_consumer(self.group)
         self._state = State.STOPPED
         self._log.info("push_consumer_stopped")
+
+    async def _stop_trace(self) -> None:
+        if self._trace is not None:
+            trace, self._trace = self._trace, None
+            await trace.stop()
 
     async def _stop_parts(self, grace: float) -> None:
         """Stop the services and the pulls, then the consume service (running handlers get ``grace``)."""

@@ -56,6 +56,8 @@ class ProducerArgs(ClientArgs, total=False):
     auto_batch: bool
     auto_batch_max_messages: int
     auto_batch_max_bytes: int
+    enable_trace: bool
+    trace_topic: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +87,9 @@ class ProducerConfig(ClientOptions):
     auto_batch_max_messages: int = AUTO_BATCH_MAX_MESSAGES
     #: Clamped to ``max_message_size``.
     auto_batch_max_bytes: int = AUTO_BATCH_MAX_BYTES
+    #: Write RocketMQ message traces of every stored message to ``trace_topic`` (see :mod:`client.trace`).
+    enable_trace: bool = False
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
     def __post_init__(self) -> None:
         check_producer_group(self.group)

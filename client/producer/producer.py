@@ -49,12 +49,14 @@ import asyncio
 import collections
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from client.core.errors import ProducerStateError, is_retriable_async_error, is_retriable_send_error
-from client.core.instance import join_instance
+from client.core.instance import MQClientInstance, join_instance
 from client.core.member import ClientMember, State
 from client.core.message import Message, MessageQueue, SendResult
+from client.core.message_ext import MessageExt
+from client.core.query import querier_for
 from client.core.uniq import default_generator
 from client.core.validators import check_topic
 from client.producer.accumulator import Accumulator
@@ -69,6 +71,9 @@ from common.service import periodic
 from remoting.codes import FLAG_ONEWAY
 from remoting.errors import BufferFullError
 from remoting.route import TopicRouteData
+
+if TYPE_CHECKING:
+    from client.trace.hooks import TraceSession
 
 __all__ = ["MAX_SLOT_WAITERS", "ONEWAY_YIELD_EVERY", "Producer", "SendCallback"]
 
@@ -121,6 +126,7 @@ class Producer(ClientMember):
         self._idle: asyncio.Future[None] | None = None
         self._oneway_count = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._trace: TraceSession | None = None
         probe = FaultProbe(self.fault_strategy, lambda: self.instance.routes.master_table,
                            lambda addr: self.instance.probe_broker(addr), self._refresh_routes_of, self._log)
         self._probe = periodic("producer-fault-probe", PROBE_INTERVAL, probe.tick)
@@ -138,6 +144,8 @@ class Producer(ClientMember):
         self._accumulator.start(self._loop)
         self._probe.start()
         self._state = State.RUNNING
+        if self.config.enable_trace:
+            await self._start_tracing(instance)
         self._log.info("producer_started", client_id=instance.client_id,
                        namesrv=";".join(self.config.client.namesrv_addrs))
 
@@ -147,6 +155,8 @@ class Producer(ClientMember):
         if not self._may_stop():
             return
         await self._drain(self._timeout if grace is None else grace)
+        if self._trace is not None:
+            await self._trace.stop()
         await self._probe.stop()
         await self.instance.unregister_producer(self.group)
         self._state = State.STOPPED
@@ -378,6 +388,29 @@ class Producer(ClientMember):
     def _async_done(self, task: asyncio.Task[SendResult]) -> None:
         self._tasks.discard(task)
         self._release_slot()
+
+    async def _start_tracing(self, instance: MQClientInstance) -> None:
+        """``enable_trace``: trace every stored message (:mod:`client.trace`). ``send`` and ``send_async`` are
+        replaced on this producer only, so a producer without tracing runs its own methods untouched."""
+        from client.trace.hooks import SendTracer, TraceSession
+
+        args = self.config.client_args()
+        self._trace = await TraceSession.start(lambda name: Producer(name, **args), self.group,
+                                               self.config.trace_topic)
+        tracer = SendTracer(self._trace.dispatcher, self.group, instance.routes.master_table.get)
+        self.send = tracer.wrap_send(self.send)  # type: ignore[method-assign,assignment]
+        self.send_async = tracer.wrap_send_async(self.send_async)  # type: ignore[method-assign]
+
+    # -- finding messages (client.core.query) -----------------------------------------------------------
+
+    async def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[MessageExt]:
+        """The stored messages of ``topic`` with ``key`` in their KEYS, stored in ``[begin, end]`` (epoch
+        ms), newest first, from every broker of the topic (RocketMQ's ``queryMessage``)."""
+        return await querier_for(self.instance, self._timeout).query_message(topic, key, max_num, begin, end)
+
+    async def view_message(self, topic: str, msg_id: str) -> MessageExt:
+        """The stored message named by an offset message id or a client unique id (``SendResult.msg_id``)."""
+        return await querier_for(self.instance, self._timeout).view_message(topic, msg_id)
 
 
 def _run_callback(callback: SendCallback, task: asyncio.Future[SendResult]) -> None:
