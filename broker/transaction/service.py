@@ -1,0 +1,277 @@
+"""``TransactionalMessageService``: prepare, commit and rollback of transactional messages on a master, and the
+start-up load that rebuilds the bookkeeping from the store.
+
+Commit writes the real message and then the op record(s) in the same event-loop step (the real message is put
+with WAIT=false, so the store appends it at once; the op record's put then waits for the disk and, on a
+SYNC_MASTER, a slave, which covers both). A broker killed between the two appends leaves a committed message
+with no op record: :meth:`TransactionalMessageService.load` finds it at the tail of the half's real queue (the two
+appends are adjacent) and writes the missing op record before anything is checked back, so a restart never
+commits a transaction twice. Each outcome is marked in the book before anything is written, so two
+END_TRANSACTIONs racing for one transaction write once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from broker.metadata import ConsumerOffsetManager
+from broker.status import put_status_to_response
+from broker.transaction.book import TransactionBook
+from broker.transaction.bridge import (
+    TransactionalMessageBridge,
+    real_destination,
+    transaction_key,
+)
+from common.logs import get_logger
+from common.message import MessageConst, get_property
+from common.record import MessageRecord, decode_record
+from common.sysflag import MessageSysFlag
+from remoting.codes import ResponseCode
+from remoting.headers import EndTransactionRequestHeader
+from store.message_store import MessageStore
+from store.results import GetMessageStatus, PutMessageResult, PutMessageStatus
+
+log = get_logger("broker.transaction")
+
+LOAD_CHUNK = 32
+"""Records read per store call while loading (the loop gets a turn between calls)."""
+REPAIR_TAIL = 64
+"""Consume-queue entries read at the tail of each real queue with unresolved halves, looking for a commit whose op
+record a crash cut off."""
+_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
+_ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+_NOT = MessageSysFlag.TRANSACTION_NOT_TYPE
+_PGROUP = MessageConst.PROPERTY_PRODUCER_GROUP
+
+
+@dataclass(slots=True)
+class TransactionCounters:
+    """What the metrics report: half messages stored, outcomes, check-backs sent, halves discarded."""
+
+    half: int = 0
+    committed: int = 0
+    rolled_back: int = 0
+    checked: int = 0
+    discarded: int = 0
+
+    def samples(self) -> list[tuple[tuple[str, ...], float]]:
+        return [(("half",), self.half), (("committed",), self.committed), (("rolled_back",), self.rolled_back),
+                (("checked",), self.checked), (("discarded",), self.discarded)]
+
+
+@dataclass(frozen=True, slots=True)
+class EndOutcome:
+    """END_TRANSACTION's answer: a response code and remark, or no answer at all (``code`` None)."""
+
+    code: int | None
+    remark: str | None = None
+
+
+class TransactionalMessageService:
+    """The transaction state of one master's store."""
+
+    def __init__(self, store: MessageStore, offsets: ConsumerOffsetManager, *, born_host: bytes,
+                 max_tracked: int = 1_000_000) -> None:
+        self.store = store
+        self.bridge = TransactionalMessageBridge(store, offsets)
+        self.book = TransactionBook(max_tracked)
+        self.counters = TransactionCounters()
+        self.born_host = born_host
+        self.loaded = False
+
+    # -- the send path ---------------------------------------------------------------------------------------
+
+    def half_stored(self, properties: str, queue_offset: int, real_topic: str) -> None:
+        """A half message was stored at ``queue_offset`` of the half queue."""
+        self.counters.half += 1
+        self.book.track(transaction_key(properties, queue_offset), queue_offset, real_topic,
+                        get_property(properties, _PGROUP) or "")
+
+    # -- END_TRANSACTION -------------------------------------------------------------------------------------
+
+    async def end(self, header: EndTransactionRequestHeader) -> EndOutcome:
+        """Commit or roll back the half message the header names (RocketMQ's checks and remarks)."""
+        kind = header.commit_or_rollback
+        if kind == _NOT:
+            return EndOutcome(None)  # "pending status": RocketMQ answers nothing
+        if kind not in (_COMMIT, _ROLLBACK):
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, f"illegal commitOrRollback {kind}: 0, 8 or 12 expected")
+        record = self.bridge.look_half(header.commit_log_offset)
+        problem = _check_prepare(record, header)
+        if problem is not None or record is None:
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, problem)
+        key = transaction_key(record.properties, record.queue_offset)
+        targets = self.book.targets(key, record.queue_offset)
+        if targets is None:
+            return EndOutcome(ResponseCode.SYSTEM_ERROR,
+                              f"the half message at offset {record.queue_offset} is already resolved or discarded; "
+                              "nothing written")
+        self.book.mark(key, targets)
+        try:
+            return await self._resolve(key, record, targets, kind == _COMMIT)
+        except BaseException:
+            self.book.mark(key, targets, resolved=False)
+            raise
+
+    async def _resolve(self, key: str, record: MessageRecord, targets: list[int], commit: bool) -> EndOutcome:
+        """Write the outcome. The book's mark is taken back only when nothing was written: once the real
+        message is stored the transaction stays committed here even if its op record could not be written."""
+        if commit:
+            real = self.bridge.committed_message(record)
+            if real is None:
+                self.book.mark(key, targets, resolved=False)
+                return EndOutcome(ResponseCode.SYSTEM_ERROR, "the half message has no REAL_TOPIC/REAL_QID")
+            stored = self.store.put(real)
+            result = stored if isinstance(stored, PutMessageResult) else await stored
+            if not result.status.is_stored:
+                self.book.mark(key, targets, resolved=False)
+                code, remark = put_status_to_response(result.status)
+                return EndOutcome(code, remark)
+        status = await self.write_ops(targets)
+        if not status.is_stored and not commit:
+            self.book.mark(key, targets, resolved=False)
+            code, remark = put_status_to_response(status)
+            return EndOutcome(code, remark)
+        if commit:
+            self.counters.committed += 1
+        else:
+            self.counters.rolled_back += 1
+        if not status.is_stored:
+            return EndOutcome(ResponseCode.SYSTEM_ERROR,
+                              f"committed, but the op record was not written ({status.name})")
+        # As RocketMQ's sendFinalMessage: flush and replica timeouts still mean the outcome is stored.
+        return EndOutcome(ResponseCode.SUCCESS)
+
+    async def write_ops(self, targets: list[int]) -> PutMessageStatus:
+        """Op records for ``targets``, appended one after the other; the last waits for the disk and a replica."""
+        now = int(time.time() * 1000)
+        status = PutMessageStatus.PUT_OK
+        for i, offset in enumerate(targets):
+            stored = self.store.put(self.bridge.op_message(offset, self.born_host, now, wait=i == len(targets) - 1))
+            result = stored if isinstance(stored, PutMessageResult) else await stored
+            if not result.status.is_stored:
+                log.error("transaction_op_write_failed", half_offset=offset, status=result.status.name)
+                return result.status
+            status = result.status
+        return status
+
+    # -- start-up --------------------------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Rebuild the book from the stored progress, op records and half messages; repair commits a crash cut
+        off from their op records. Called on a master before it serves."""
+        half, op = self.bridge.load_progress()
+        book = self.book
+        book.reset(max(half, self.bridge.half_min_offset()), op)
+        await self._load_ops()
+        unresolved_queues = await self._load_halves()
+        repaired = await self._repair(unresolved_queues)
+        self.bridge.save_progress(book.half_progress, book.op_progress)
+        self.loaded = True
+        log.info("transactions_loaded", half_progress=book.half_progress, op_progress=book.op_progress,
+                 pending=len(book.pending), repaired=repaired)
+
+    async def read_new_ops(self, limit: int) -> bool:
+        """Read op records past ``book.op_read`` (at most ``limit``); True when all are read."""
+        book = self.book
+        end = self.bridge.op_max_offset()
+        while book.op_read < end and limit > 0:
+            ops, next_offset = self.bridge.read_ops(book.op_read, min(LOAD_CHUNK, limit))
+            for op_offset, half_offset in ops:
+                book.op_read_at(op_offset, half_offset)
+            if next_offset <= book.op_read and not ops:
+                break  # nothing readable there now
+            book.op_skip_to(next_offset)
+            limit -= len(ops) or 1
+            await asyncio.sleep(0)
+        return book.op_read >= end
+
+    async def _load_ops(self) -> None:
+        await self.read_new_ops(1 << 62)
+
+    async def _load_halves(self) -> set[tuple[str, int]]:
+        book = self.book
+        offset, end = book.half_progress, self.bridge.half_max_offset()
+        queues: set[tuple[str, int]] = set()
+        while offset < end:
+            records, next_offset = self.bridge.read_halves(offset, LOAD_CHUNK)
+            for record in records:
+                dest = real_destination(record)
+                topic = dest[0] if dest else ""
+                book.track(transaction_key(record.properties, record.queue_offset), record.queue_offset, topic,
+                           get_property(record.properties, _PGROUP) or "")
+                if dest is not None and not book.is_done(record.queue_offset):
+                    queues.add(dest)
+            if next_offset <= offset:
+                break
+            offset = next_offset
+            await asyncio.sleep(0)
+        return queues
+
+    async def _repair(self, queues: set[tuple[str, int]]) -> int:
+        """Write the op records of committed messages that have none (a crash between the two appends)."""
+        repaired = 0
+        for topic, queue_id in sorted(queues):
+            for record in self._queue_tail(topic, queue_id):
+                if record.sys_flag & MessageSysFlag.TRANSACTION_MASK != _COMMIT:
+                    continue
+                half = self.bridge.look_half(record.prepared_transaction_offset)
+                if half is None:
+                    continue
+                key = transaction_key(half.properties, half.queue_offset)
+                targets = self.book.targets(key, half.queue_offset)
+                if not targets:
+                    continue
+                self.book.mark(key, targets)
+                status = await self.write_ops(targets)
+                log.warning("transaction_op_repaired", half_offset=half.queue_offset, topic=topic, queue=queue_id,
+                            status=status.name)
+                repaired += 1
+        return repaired
+
+    def _queue_tail(self, topic: str, queue_id: int) -> list[MessageRecord]:
+        end = self.store.get_max_offset_in_queue(topic, queue_id)
+        start = max(self.store.get_min_offset_in_queue(topic, queue_id), end - REPAIR_TAIL)
+        records: list[MessageRecord] = []
+        while start < end:
+            result = self.store.get_messages("CID_SYS_RMQ_TRANS", topic, queue_id, start, REPAIR_TAIL)
+            try:
+                if result.status is not GetMessageStatus.FOUND:
+                    break
+                for buffer in result.message_buffers:
+                    record = decode_record(buffer, 0, check_crc=False)
+                    if isinstance(record, MessageRecord):
+                        records.append(record)
+                if result.next_begin_offset <= start:
+                    break
+                start = result.next_begin_offset
+            finally:
+                result.release()
+        return records
+
+    # -- views -----------------------------------------------------------------------------------------------
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO keys: unresolved half messages (tracked) per real topic and producer group."""
+        unresolved = self.book.unresolved()
+        detail = ";".join(f"{topic}@{group}={count}" for (topic, group), count in sorted(unresolved.items()))
+        return {"transactionHalfPending": str(sum(unresolved.values())),
+                "transactionHalfPendingByTopicGroup": detail,
+                "transactionHalfProgress": str(self.book.half_progress),
+                "transactionHalfMaxOffset": str(self.bridge.half_max_offset())}
+
+
+def _check_prepare(record: MessageRecord | None, header: EndTransactionRequestHeader) -> str | None:
+    """RocketMQ's ``checkPrepareMessage``: the half must exist and match the header's group and offsets."""
+    if record is None:
+        return f"Find prepared transaction message failed: no half message at commit-log offset " \
+               f"{header.commit_log_offset}"
+    group = get_property(record.properties, _PGROUP)
+    if group != header.producer_group:
+        return f"The producer group wrong: the half message belongs to {group}, not {header.producer_group}"
+    if record.queue_offset != header.tran_state_table_offset:
+        return f"The transaction state table offset wrong: {header.tran_state_table_offset}, " \
+               f"the half message is at {record.queue_offset}"
+    return None
