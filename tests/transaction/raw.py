@@ -5,6 +5,7 @@ PocketMQ's remoting package and SDK."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import struct
@@ -80,10 +81,8 @@ class RawClient:
     async def close(self) -> None:
         self.writer.close()
         self.task.cancel()
-        try:
+        with contextlib.suppress(ConnectionError):
             await self.writer.wait_closed()
-        except ConnectionError:
-            pass
 
 
 def decode_message_id(msg_id: str) -> int:
