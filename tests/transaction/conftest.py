@@ -10,9 +10,7 @@ import pytest
 from broker.controller import BrokerController
 from namesrv.controller import NamesrvController
 from tests.cluster import start_broker, start_namesrv
-
-#: Check-back after 300 ms without an outcome, scanned every 200 ms, at most 3 times.
-TX_PROPS = {"transactionTimeOut": "300", "transactionCheckInterval": "200", "transactionCheckMax": "3"}
+from tests.transaction.support import TX_PROPS
 
 
 @pytest.fixture
