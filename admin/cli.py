@@ -2,7 +2,8 @@
 
 Commands keep ``mqadmin``'s names: ``clusterList``, ``topicList``, ``topicRoute``, ``topicStatus``,
 ``updateTopic``, ``deleteTopic``, ``brokerStatus``, ``consumerProgress``, ``sendMessage``, ``queryMsgById``,
-plus ``export`` (a broker's commit log, :mod:`admin.export`). Output is a human table, or JSON with
+``txPending`` (half messages with no outcome yet, per real topic and producer group, from each master's
+runtime info), plus ``export`` (a broker's commit log, :mod:`admin.export`). Output is a human table, or JSON with
 ``--json``. Name servers come from ``-n "a:9876;b:9876"`` or ``NAMESRV_ADDR`` (default ``127.0.0.1:9876``).
 Exit status: 0 success, 1 a request failed (the reason on stderr), 2 bad usage.
 """
@@ -134,11 +135,26 @@ async def cmd_query_msg_by_id(admin: AdminClient, args: argparse.Namespace) -> N
     _out(args, data, "\n".join(f"{k:<{width}} : {v}" for k, v in data.items()))
 
 
+async def cmd_tx_pending(admin: AdminClient, args: argparse.Namespace) -> None:
+    rows: list[list[str]] = []
+    data: list[dict[str, Any]] = []
+    total = 0
+    for addr in await admin.master_addrs(args.cluster, args.broker):
+        info = await admin.runtime_info(addr)
+        for item in filter(None, info.get("transactionHalfPendingByTopicGroup", "").split(";")):
+            where, _, count = item.rpartition("=")
+            topic, _, group = where.partition("@")
+            data.append({"broker": addr, "topic": topic, "producerGroup": group, "pending": int(count)})
+            rows.append([addr, topic, group, count])
+            total += int(count)
+    _out(args, data, table(["#Broker", "#Topic", "#ProducerGroup", "#PendingHalf"], rows) + f"\n\nPending: {total}")
+
+
 COMMANDS = {
     "clusterList": cmd_cluster_list, "topicList": cmd_topic_list, "topicRoute": cmd_topic_route,
     "topicStatus": cmd_topic_status, "updateTopic": cmd_update_topic, "deleteTopic": cmd_delete_topic,
     "brokerStatus": cmd_broker_status, "consumerProgress": cmd_consumer_progress,
-    "sendMessage": cmd_send_message, "queryMsgById": cmd_query_msg_by_id,
+    "sendMessage": cmd_send_message, "queryMsgById": cmd_query_msg_by_id, "txPending": cmd_tx_pending,
 }
 
 
@@ -183,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--count", type=int, default=1)
     s = sub.add_parser("queryMsgById", parents=[common], help="a stored message by its offset msgId")
     s.add_argument("-i", "--msg-id", required=True)
+    s = sub.add_parser("txPending", parents=[common], help="unresolved transactional half messages per topic/group")
+    s.add_argument("-b", "--broker", help="one master address (default: every master)")
+    s.add_argument("-c", "--cluster")
     sub.add_parser("export", help="copy a broker's commit log (see rmq-admin export -h)", add_help=False)
     sub.add_parser("verify-export", help="check an export against its manifest", add_help=False)
     return p
