@@ -77,10 +77,24 @@ class TransactionBook:
             return
         self.pending[key] = Pending(offset, topic, group)
 
-    def superseded(self, key: str, offset: int) -> bool:
-        """True when a later half message of the same transaction exists (this one is never checked)."""
+    def settled(self, key: str, offset: int) -> bool:
+        """True when the half at ``offset`` needs no check: it has an outcome, its transaction has one (through
+        another of its half messages), or a later half message of the transaction exists."""
+        if offset in self.done:
+            return True
         entry = self.pending.get(key)
-        return entry is not None and entry.offset > offset
+        return entry is not None and (entry.resolved or entry.offset > offset)
+
+    def resolved(self, key: str) -> bool:
+        entry = self.pending.get(key)
+        return entry is not None and entry.resolved
+
+    def note_loaded(self, key: str, offset: int) -> None:
+        """Start-up: a half message read back; when it has an op record its transaction is resolved (a copy
+        made just before the outcome may lack one)."""
+        entry = self.pending.get(key)
+        if entry is not None and offset in self.done:
+            entry.resolved = True
 
     def passed(self, key: str | None, offset: int) -> None:
         """The scan settled the half message at ``offset`` (it is ``half_progress`` now + 1)."""

@@ -51,11 +51,12 @@ _PGROUP = MessageConst.PROPERTY_PRODUCER_GROUP
 
 def immunity_ms(record: MessageRecord, timeout_ms: int) -> int:
     """How long after its birth a half message is left alone: ``CHECK_IMMUNITY_TIME_IN_SECONDS`` when it is a
-    valid number of seconds, else ``transactionTimeOut`` (RocketMQ's ``getImmunityTime``)."""
+    valid number of seconds and longer than ``transactionTimeOut``, else the latter (RocketMQ's
+    ``getImmunityTime``)."""
     raw = get_property(record.properties, _IMMUNITY)
     if raw is None or not raw.strip().isdigit():
         return timeout_ms
-    return int(raw.strip()) * 1000
+    return max(int(raw.strip()) * 1000, timeout_ms)
 
 
 class TransactionalMessageCheckService(PeriodicService):
@@ -119,7 +120,7 @@ class TransactionalMessageCheckService(PeriodicService):
         """Handle one half message; 1 when it was checked back, 0 when passed, None to end the round."""
         book, offset = self.book, record.queue_offset
         key = transaction_key(record.properties, offset)
-        if book.is_done(offset) or book.superseded(key, offset):
+        if book.settled(key, offset):
             book.passed(key, offset)
             return 0
         times = check_times(record)
@@ -142,6 +143,8 @@ class TransactionalMessageCheckService(PeriodicService):
         dest = real_destination(record)
         book.track(key, copied.queue_offset, dest[0] if dest else "", get_property(record.properties, _PGROUP) or "")
         book.passed(key, offset)
+        if book.resolved(key):
+            return 0  # END_TRANSACTION arrived while the copy was written: nothing to ask
         self.service.counters.checked += 1
         self._send_check(copied)
         return 1

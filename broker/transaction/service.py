@@ -200,8 +200,9 @@ class TransactionalMessageService:
             for record in records:
                 dest = real_destination(record)
                 topic = dest[0] if dest else ""
-                book.track(transaction_key(record.properties, record.queue_offset), record.queue_offset, topic,
-                           get_property(record.properties, _PGROUP) or "")
+                key = transaction_key(record.properties, record.queue_offset)
+                book.track(key, record.queue_offset, topic, get_property(record.properties, _PGROUP) or "")
+                book.note_loaded(key, record.queue_offset)
                 if dest is not None and not book.is_done(record.queue_offset):
                     queues.add(dest)
             if next_offset <= offset:

@@ -136,3 +136,16 @@ async def test_blocking_facade_commits_with_a_blocking_listener(tmp_path: Path) 
         assert await asyncio.to_thread(run) == [COMMIT, ROLLBACK]
         await eventually(lambda: stored(c, "TxSync") == 1, timeout=10)
         assert ledger.executed == ["s1", "s2"]
+
+
+async def test_check_immunity_time_delays_the_first_check_back(tmp_path: Path) -> None:
+    async with cluster(tmp_path, ("broker-a",), dict(TX_PROPS)) as c:
+        await create_topic(c, "TxImmune", 4)
+        ledger = Ledger(answer=lambda msg: COMMIT)
+        async with tx_producer(c, ledger) as producer:
+            msg = Message("TxImmune", b"immune", properties={"CHECK_IMMUNITY_TIME_IN_SECONDS": "2"})
+            sent = await producer.send_message_in_transaction(msg, UNKNOWN)
+            await asyncio.sleep(1.2)  # four times transactionTimeOut: still immune
+            assert ledger.checked == []
+            await eventually(lambda: stored(c, "TxImmune") == 1, timeout=10, message="checked after 2 s")
+            assert ledger.checked == ["immune"] and sent.local_state is UNKNOWN
