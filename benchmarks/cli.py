@@ -12,6 +12,7 @@ WORKLOADS = {
     "consume": ("benchmarks.consume_bench", "push-consumer backlog TPS and end-to-end latency under a steady load"),
     "ha": ("benchmarks.ha_bench", "SYNC_MASTER beside ASYNC_MASTER with a slave: TPS, latency, replication lag"),
     "produce": ("benchmarks.produce_bench", "producer throughput and latency through the SDK: sync/async/oneway/batch"),
+    "tx": ("benchmarks.tx_bench", "transactional sends beside plain ones, and the latency a commit adds"),
     "spark": ("benchmarks.spark_bench",
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
     "compare": ("benchmarks.compare.cli",
