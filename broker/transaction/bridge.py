@@ -96,6 +96,9 @@ class TransactionalMessageBridge:
         return half, op
 
     def save_progress(self, half: int, op: int) -> None:
+        """Remember the progress (not at all on a broker that never had a half message: nothing to write)."""
+        if half == op == 0 and self.offsets.query_offset(TRANS_SYS_GROUP, RMQ_SYS_TRANS_HALF_TOPIC, 0) < 0:
+            return
         self.offsets.commit_offset(TRANS_SYS_GROUP, RMQ_SYS_TRANS_HALF_TOPIC, 0, half)
         self.offsets.commit_offset(TRANS_SYS_GROUP, RMQ_SYS_TRANS_OP_HALF_TOPIC, 0, op)
 
