@@ -97,16 +97,16 @@ class TransactionSendResult:
         return self.send_result.transaction_id or self.send_result.msg_id
 
 
-async def _call_listener(fn: Any, *args: Any) -> tuple[TransactionState, str | None]:
-    """The state a listener method returns, UNKNOWN (with the exception's text) when it raises or returns
-    something else."""
+async def _call_listener(fn: Any, *args: Any, what: str) -> tuple[TransactionState, str | None]:
+    """The state a listener method returns, UNKNOWN (with the exception's text, after ``what``: the Java
+    client's remark) when it raises or returns something else."""
     try:
         state = fn(*args)
         if inspect.isawaitable(state):
             state = await state
     except Exception as exc:
         log.warning("local_transaction_failed", error=repr(exc))
-        return TransactionState.UNKNOWN, f"executeLocalTransactionBranch exception: {exc!r}"
+        return TransactionState.UNKNOWN, f"{what}: {exc!r}"
     if not isinstance(state, TransactionState):
         log.warning("local_transaction_bad_state", state=repr(state))
         return TransactionState.UNKNOWN, f"the listener returned {state!r}, not a TransactionState"
@@ -142,7 +142,8 @@ class TransactionProducer(Producer):
         result = await self._send_sync(out, timeout, None, None, None)
         remark = None
         if result.status is SendStatus.SEND_OK:
-            state, remark = await _call_listener(self.listener.execute_local_transaction, msg, arg)
+            state, remark = await _call_listener(self.listener.execute_local_transaction, msg, arg,
+                                                 what="executeLocalTransactionBranch exception")
         else:
             state = TransactionState.ROLLBACK
         await self._end_transaction(result, state, remark)
@@ -190,7 +191,8 @@ class TransactionProducer(Producer):
         if not messages:
             return
         msg = messages[0]
-        state, remark = await _call_listener(self.listener.check_local_transaction, msg)
+        state, remark = await _call_listener(self.listener.check_local_transaction, msg,
+                                            what="checkLocalTransactionState Exception")
         end = EndTransactionRequestHeader(
             producer_group=self.group, tran_state_table_offset=header.tran_state_table_offset,
             commit_log_offset=header.commit_log_offset, commit_or_rollback=state.value,

@@ -149,3 +149,26 @@ async def test_check_immunity_time_delays_the_first_check_back(tmp_path: Path) -
             assert ledger.checked == []
             await eventually(lambda: stored(c, "TxImmune") == 1, timeout=10, message="checked after 2 s")
             assert ledger.checked == ["immune"] and sent.local_state is UNKNOWN
+
+
+async def test_compressed_bodies_and_a_failing_check_listener(tmp_path: Path) -> None:
+    async with cluster(tmp_path, ("broker-a",), dict(TX_PROPS)) as c:
+        await create_topic(c, "TxBig", 1)
+        calls = []
+
+        def answer(msg: object) -> TransactionState:
+            calls.append(msg)
+            if len(calls) == 1:
+                raise ConnectionError("database unreachable")  # counts as UNKNOWN: asked again
+            return COMMIT
+
+        ledger = Ledger(answer=answer)
+        body = b"0123456789" * 2000  # over 4 KiB: the SDK compresses it
+        async with tx_producer(c, ledger) as producer:
+            await producer.send_message_in_transaction(Message("TxBig", body), UNKNOWN)
+            await eventually(lambda: stored(c, "TxBig", 1) == 1, timeout=15, message="committed on the 2nd check")
+        assert len(calls) == 2 and all(bytes(m.body) == body for m in calls)  # type: ignore[attr-defined]
+        rec = Recorder("big")
+        async with push_consumer(c, "TxBigG", "TxBig", rec):
+            await eventually(lambda: len(rec.got) == 1, timeout=15)
+        assert bytes(rec.got[0].body) == body
