@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from broker.transaction.service import TransactionalMessageService
+from broker.transaction.service import EndOutcome, TransactionalMessageService
 from common.logs import get_logger
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -44,12 +44,15 @@ class EndTransactionProcessor:
             log.info("transaction_check_answered", peer=conn.remote_addr, group=header.producer_group,
                      state=header.commit_or_rollback, half_offset=header.tran_state_table_offset,
                      remark=req.remark)
-        return self._end(req, header, self.service)
+        outcome = self.service.end(header)
+        if isinstance(outcome, EndOutcome):
+            return _answer(req, outcome)
+        return self._answer_later(req, outcome)
 
     @staticmethod
-    async def _end(req: RemotingCommand, header: EndTransactionRequestHeader,
-                   service: TransactionalMessageService) -> RemotingCommand | None:
-        outcome = await service.end(header)
-        if outcome.code is None:
-            return None
-        return req.response(outcome.code, outcome.remark)
+    async def _answer_later(req: RemotingCommand, outcome: Awaitable[EndOutcome]) -> RemotingCommand | None:
+        return _answer(req, await outcome)
+
+
+def _answer(req: RemotingCommand, outcome: EndOutcome) -> RemotingCommand | None:
+    return None if outcome.code is None else req.response(outcome.code, outcome.remark)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from broker.metadata import ConsumerOffsetManager
@@ -91,8 +92,10 @@ class TransactionalMessageService:
 
     # -- END_TRANSACTION -------------------------------------------------------------------------------------
 
-    async def end(self, header: EndTransactionRequestHeader) -> EndOutcome:
-        """Commit or roll back the half message the header names (RocketMQ's checks and remarks)."""
+    def end(self, header: EndTransactionRequestHeader) -> EndOutcome | Awaitable[EndOutcome]:
+        """Commit or roll back the half message the header names (RocketMQ's checks and remarks). The outcome
+        itself when every put was answered at once (ASYNC_FLUSH on an ASYNC_MASTER: no task), else an
+        awaitable of it."""
         kind = header.commit_or_rollback
         if kind == _NOT:
             return EndOutcome(None)  # "pending status": RocketMQ answers nothing
@@ -108,32 +111,60 @@ class TransactionalMessageService:
             return EndOutcome(ResponseCode.SYSTEM_ERROR,
                               f"the half message at offset {record.queue_offset} is already resolved or discarded; "
                               "nothing written")
-        self.book.mark(key, targets)
+        self.book.mark(key, targets)  # before any write: a racing END_TRANSACTION finds it resolved
+        commit = kind == _COMMIT
         try:
-            return await self._resolve(key, record, targets, kind == _COMMIT)
+            if commit:
+                real = self.bridge.committed_message(record)
+                if real is None:
+                    self.book.mark(key, targets, resolved=False)
+                    return EndOutcome(ResponseCode.SYSTEM_ERROR, "the half message has no REAL_TOPIC/REAL_QID")
+                stored = self.store.put(real)
+                if not isinstance(stored, PutMessageResult):
+                    return self._end_later(key, targets, stored)
+                if not stored.status.is_stored:
+                    return self._not_written(key, targets, stored.status)
+            ops = self.put_ops(targets)
         except BaseException:
             self.book.mark(key, targets, resolved=False)
             raise
+        if isinstance(ops, PutMessageStatus):
+            return self._outcome(key, targets, commit, ops)
+        return self._outcome_later(key, targets, commit, ops)
 
-    async def _resolve(self, key: str, record: MessageRecord, targets: list[int], commit: bool) -> EndOutcome:
-        """Write the outcome. The book's mark is taken back only when nothing was written: once the real
-        message is stored the transaction stays committed here even if its op record could not be written."""
-        if commit:
-            real = self.bridge.committed_message(record)
-            if real is None:
-                self.book.mark(key, targets, resolved=False)
-                return EndOutcome(ResponseCode.SYSTEM_ERROR, "the half message has no REAL_TOPIC/REAL_QID")
-            stored = self.store.put(real)
-            result = stored if isinstance(stored, PutMessageResult) else await stored
+    async def _end_later(self, key: str, targets: list[int], stored: Awaitable[PutMessageResult]) -> EndOutcome:
+        """A commit whose real message had to wait (a consume-queue file to create first)."""
+        try:
+            result = await stored
             if not result.status.is_stored:
-                self.book.mark(key, targets, resolved=False)
-                code, remark = put_status_to_response(result.status)
-                return EndOutcome(code, remark)
-        status = await self.write_ops(targets)
-        if not status.is_stored and not commit:
+                return self._not_written(key, targets, result.status)
+            ops = self.put_ops(targets)
+            status = ops if isinstance(ops, PutMessageStatus) else await ops
+        except BaseException:
             self.book.mark(key, targets, resolved=False)
-            code, remark = put_status_to_response(status)
-            return EndOutcome(code, remark)
+            raise
+        return self._outcome(key, targets, True, status)
+
+    async def _outcome_later(self, key: str, targets: list[int], commit: bool,
+                             ops: Awaitable[PutMessageStatus]) -> EndOutcome:
+        try:
+            status = await ops
+        except BaseException:
+            if not commit:
+                self.book.mark(key, targets, resolved=False)
+            raise
+        return self._outcome(key, targets, commit, status)
+
+    def _not_written(self, key: str, targets: list[int], status: PutMessageStatus) -> EndOutcome:
+        self.book.mark(key, targets, resolved=False)
+        code, remark = put_status_to_response(status)
+        return EndOutcome(code, remark)
+
+    def _outcome(self, key: str, targets: list[int], commit: bool, status: PutMessageStatus) -> EndOutcome:
+        """The answer once the op records are written. The book's mark is taken back only when nothing was
+        written: once the real message is stored the transaction stays committed here even without op record."""
+        if not status.is_stored and not commit:
+            return self._not_written(key, targets, status)
         if commit:
             self.counters.committed += 1
         else:
@@ -144,18 +175,39 @@ class TransactionalMessageService:
         # As RocketMQ's sendFinalMessage: flush and replica timeouts still mean the outcome is stored.
         return EndOutcome(ResponseCode.SUCCESS)
 
-    async def write_ops(self, targets: list[int]) -> PutMessageStatus:
-        """Op records for ``targets``, appended one after the other; the last waits for the disk and a replica."""
+    def put_ops(self, targets: list[int]) -> PutMessageStatus | Awaitable[PutMessageStatus]:
+        """Op records for ``targets``, appended one after the other (the last waits for the disk and a replica);
+        the status at once when the store answered every put at once."""
         now = int(time.time() * 1000)
         status = PutMessageStatus.PUT_OK
         for i, offset in enumerate(targets):
             stored = self.store.put(self.bridge.op_message(offset, self.born_host, now, wait=i == len(targets) - 1))
-            result = stored if isinstance(stored, PutMessageResult) else await stored
-            if not result.status.is_stored:
-                log.error("transaction_op_write_failed", half_offset=offset, status=result.status.name)
-                return result.status
-            status = result.status
+            if not isinstance(stored, PutMessageResult):
+                return self._ops_later(targets, i, stored, now)
+            if not stored.status.is_stored:
+                log.error("transaction_op_write_failed", half_offset=offset, status=stored.status.name)
+                return stored.status
+            status = stored.status
         return status
+
+    async def _ops_later(self, targets: list[int], index: int, stored: Awaitable[PutMessageResult],
+                         now: int) -> PutMessageStatus:
+        while True:
+            result = await stored
+            if not result.status.is_stored:
+                log.error("transaction_op_write_failed", half_offset=targets[index], status=result.status.name)
+                return result.status
+            index += 1
+            if index == len(targets):
+                return result.status
+            outcome = self.store.put(self.bridge.op_message(targets[index], self.born_host, now,
+                                                            wait=index == len(targets) - 1))
+            stored = outcome if not isinstance(outcome, PutMessageResult) else _ready(outcome)
+
+    async def write_ops(self, targets: list[int]) -> PutMessageStatus:
+        """:meth:`put_ops`, awaited."""
+        ops = self.put_ops(targets)
+        return ops if isinstance(ops, PutMessageStatus) else await ops
 
     # -- start-up --------------------------------------------------------------------------------------------
 
@@ -276,3 +328,7 @@ def _check_prepare(record: MessageRecord | None, header: EndTransactionRequestHe
         return f"The transaction state table offset wrong: {header.tran_state_table_offset}, " \
                f"the half message is at {record.queue_offset}"
     return None
+
+
+async def _ready(result: PutMessageResult) -> PutMessageResult:
+    return result

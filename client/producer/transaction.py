@@ -165,7 +165,7 @@ class TransactionProducer(Producer):
             if addr is None:
                 raise PocketMQError(f"no master address for {result.message_queue.broker_name}")
             conn = await self.instance.connect(addr, END_TRANSACTION_TIMEOUT)
-            await conn.oneway(_end_request(header, remark))
+            await conn.oneway(_end_request(header, remark, self.config.client.serialize_type))
         except (PocketMQError, OSError) as exc:
             self._log.warning("end_transaction_failed", broker=result.message_queue.broker_name,
                               msg_id=result.msg_id, state=state.name, error=str(exc))
@@ -199,7 +199,7 @@ class TransactionProducer(Producer):
             msg_id=msg.uniq_key or msg.offset_msg_id, from_transaction_check=True,
             transaction_id=header.transaction_id)
         try:
-            await conn.oneway(_end_request(end, remark))
+            await conn.oneway(_end_request(end, remark, self.config.client.serialize_type))
         except (PocketMQError, OSError) as exc:
             self._log.warning("transaction_check_answer_failed", peer=conn.remote_addr, error=str(exc))
 
@@ -211,7 +211,9 @@ class TransactionProducer(Producer):
         await super().shutdown(grace)
 
 
-def _end_request(header: EndTransactionRequestHeader, remark: str | None) -> RemotingCommand:
-    request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_fields(), oneway=True)
+def _end_request(header: EndTransactionRequestHeader, remark: str | None, serialize_type: int) -> RemotingCommand:
+    """A oneway END_TRANSACTION in the client's header encoding (JSON as Java's, or the SDK's msgpack)."""
+    request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_fields(), oneway=True,
+                                      serialize_type=serialize_type)
     request.remark = remark
     return request

@@ -26,7 +26,7 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-async def _die_before_op(self: TransactionalMessageService, targets: list[int]) -> PutMessageStatus:
+def _die_before_op(self: TransactionalMessageService, targets: list[int]) -> PutMessageStatus:
     _die()
     return PutMessageStatus.UNKNOWN_ERROR
 
@@ -37,7 +37,7 @@ def _die_before_check(self: TransactionalMessageCheckService, record: MessageRec
 
 def install(point: str) -> None:
     if point == "before_op":
-        TransactionalMessageService.write_ops = _die_before_op  # type: ignore[method-assign]
+        TransactionalMessageService.put_ops = _die_before_op  # type: ignore[method-assign]
     elif point == "after_check_copy":
         TransactionalMessageCheckService._send_check = _die_before_check  # type: ignore[method-assign]
     elif point:
