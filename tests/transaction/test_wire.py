@@ -136,3 +136,15 @@ async def test_prepared_batch_and_delay_are_refused(broker: BrokerController, ra
     batch = await raw.request(320, {**send_fields_v2("UNIQ-BATCH"), "m": "true"}, b"x")
     assert batch.code == 13, batch
     assert queue_records(broker, RMQ_SYS_TRANS_HALF_TOPIC, 0) == []
+
+
+async def test_two_transactions_with_one_uniq_key_are_resolved_apart(broker: BrokerController,
+                                                                     raw: RawClient) -> None:
+    first = await raw.request(310, send_fields_v2("UNIQ-TWICE"), b"first")  # one message object sent twice
+    second = await raw.request(310, send_fields_v2("UNIQ-TWICE"), b"second")
+    assert first.code == second.code == 0
+    committed = await raw.request(37, end_fields(first.ext, "UNIQ-TWICE", 8))
+    rolled = await raw.request(37, end_fields(second.ext, "UNIQ-TWICE", 12))
+    assert committed.code == rolled.code == 0, (committed, rolled)
+    assert [r.body for r in queue_records(broker, TOPIC, 1)] == [b"first"]
+    assert len(queue_records(broker, RMQ_SYS_TRANS_OP_HALF_TOPIC, 0)) == 2
