@@ -546,7 +546,10 @@ class TransactionProducer(_Blocking[AsyncTransactionProducer]):
     _role = "tx-producer"
 
     def __init__(self, group: str, listener: BlockingTransactionListener, *, start: bool = True,
-                 listener_threads: int = 4, **options: Unpack[ProducerArgs]) -> None:
+                 listener_threads: int = 4, local_transaction_timeout: float = 60.0,
+                 **options: Unpack[ProducerArgs]) -> None:
+        #: longest wait for ``execute_local_transaction`` on top of the send's own timeout
+        self.local_transaction_timeout = local_transaction_timeout
         self._executor = concurrent.futures.ThreadPoolExecutor(listener_threads,
                                                                thread_name_prefix=f"pocketmq-tx-{group}")
         super().__init__(AsyncTransactionProducer(group, _ThreadedListener(listener, self._executor), **options),
@@ -560,11 +563,11 @@ class TransactionProducer(_Blocking[AsyncTransactionProducer]):
     def send_message_in_transaction(self, msg: Message, arg: Any = None, *,
                                     timeout: float | None = None) -> TransactionSendResult:
         """Blocking :meth:`client.producer.transaction.TransactionProducer.send_message_in_transaction`; waits at
-        most the send timeout plus the local transaction (which has no bound of its own)."""
-        self._runner.check_caller()
-        future = asyncio.run_coroutine_threadsafe(
-            self._member.send_message_in_transaction(msg, arg, timeout=timeout), self._runner.loop)
-        return future.result()
+        most the send timeout plus ``local_transaction_timeout`` (then :class:`TimeoutError`: the call is cancelled,
+        no END_TRANSACTION is sent, and the broker checks the transaction back)."""
+        budget = self._member.config.send_msg_timeout if timeout is None else timeout
+        return self._runner.call(self._member.send_message_in_transaction(msg, arg, timeout=timeout),
+                                 budget + self.local_transaction_timeout + CALL_MARGIN)
 
     def shutdown(self, timeout: float | None = None) -> None:
         config = self._member.config
