@@ -314,7 +314,9 @@ class BrokerController:
         if not self.config.is_master:
             return
         c = self.config
-        self.transactions = TransactionalMessageService(store, self.offsets, born_host=parse_host_port(self.addr))
+        self.transactions = TransactionalMessageService(
+            store, self.offsets, born_host=parse_host_port(self.addr),
+            on_stored=self._on_stored if self.metrics else self.stats.on_put)
         await self.transactions.load()
         self.transaction_check = TransactionalMessageCheckService(
             self.transactions, self.clients, self.topics, interval_ms=c.transaction_check_interval,

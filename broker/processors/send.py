@@ -25,6 +25,7 @@ from common.sysflag import MessageSysFlag
 from common.topic import (
     NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_TRANS_HALF_TOPIC,
     dlq_topic,
     is_retry_topic,
     validate_topic,
@@ -252,7 +253,7 @@ class SendMessageProcessor:
 
     def _respond_half(self, req: RemotingCommand, result: PutMessageResult, queue_id: int, topic: str,
                       properties: str) -> RemotingCommand:
-        response = self._respond(req, result, queue_id)
+        response = self._respond(req, result, queue_id, stored_topic=RMQ_SYS_TRANS_HALF_TOPIC)
         append = result.append_result
         if result.status.is_stored and append is not None and self.transactions is not None:
             self.transactions.half_stored(properties, append.queue_offset, topic)
@@ -280,7 +281,7 @@ class SendMessageProcessor:
         return self._respond(req, await stored, queue_id, batch)
 
     def _respond(self, req: RemotingCommand, result: PutMessageResult, queue_id: int,
-                 batch: bool = False) -> RemotingCommand:
+                 batch: bool = False, stored_topic: str | None = None) -> RemotingCommand:
         code, remark = put_status_to_response(result.status)
         append = result.append_result
         if not result.status.is_stored or append is None:
@@ -291,5 +292,6 @@ class SendMessageProcessor:
         fields = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset),
                   **self._extra_fields}
         if self.on_stored is not None:
-            self.on_stored(req.field("b") or req.field("topic") or "", append.msg_num, append.wrote_bytes)
+            self.on_stored(stored_topic or req.field("b") or req.field("topic") or "", append.msg_num,
+                           append.wrote_bytes)
         return req.response(code, remark, ext_fields=fields)

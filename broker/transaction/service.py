@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from broker.metadata import ConsumerOffsetManager
@@ -78,8 +78,10 @@ class TransactionalMessageService:
     """The transaction state of one master's store."""
 
     def __init__(self, store: MessageStore, offsets: ConsumerOffsetManager, *, born_host: bytes,
-                 max_tracked: int = 1_000_000) -> None:
+                 max_tracked: int = 1_000_000, on_stored: Callable[[str, int, int], None] | None = None) -> None:
         self.store = store
+        #: ``(topic, messages, bytes)`` for each committed message stored (the broker's put statistics)
+        self.on_stored = on_stored
         self.bridge = TransactionalMessageBridge(store, offsets)
         self.book = TransactionBook(max_tracked)
         self.counters = TransactionCounters()
@@ -135,9 +137,10 @@ class TransactionalMessageService:
             if real is not None:
                 stored = self.store.put(real)
                 if not isinstance(stored, PutMessageResult):
-                    return self._end_later(key, targets, stored)
+                    return self._end_later(key, targets, stored, real.topic)
                 if not stored.status.is_stored:
                     return self._not_written(key, targets, stored.status)
+                self._count_stored(real.topic, stored)
             ops = self.put_ops(targets)
         except BaseException:
             self.book.mark(key, targets, resolved=False)
@@ -160,12 +163,14 @@ class TransactionalMessageService:
         outcome = self._write_outcome(key, targets, real)
         return outcome if isinstance(outcome, EndOutcome) else await outcome
 
-    async def _end_later(self, key: str, targets: list[int], stored: Awaitable[PutMessageResult]) -> EndOutcome:
+    async def _end_later(self, key: str, targets: list[int], stored: Awaitable[PutMessageResult],
+                         topic: str) -> EndOutcome:
         """A commit whose real message had to wait (a consume-queue file to create first)."""
         try:
             result = await stored
             if not result.status.is_stored:
                 return self._not_written(key, targets, result.status)
+            self._count_stored(topic, result)
             ops = self.put_ops(targets)
             status = ops if isinstance(ops, PutMessageStatus) else await ops
         except BaseException:
@@ -182,6 +187,11 @@ class TransactionalMessageService:
                 self.book.mark(key, targets, resolved=False)
             raise
         return self._outcome(key, targets, commit, status)
+
+    def _count_stored(self, topic: str, result: PutMessageResult) -> None:
+        append = result.append_result
+        if self.on_stored is not None and append is not None:
+            self.on_stored(topic, append.msg_num, append.wrote_bytes)
 
     def _not_written(self, key: str, targets: list[int], status: PutMessageStatus) -> EndOutcome:
         self.book.mark(key, targets, resolved=False)

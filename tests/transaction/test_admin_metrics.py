@@ -47,3 +47,7 @@ async def test_tx_pending_and_metrics(tmp_path: Path, capsys: pytest.CaptureFixt
                        for line in text.splitlines() if line.startswith("pocketmq_transaction_messages{")}
             assert samples == {'kind="half"': 4, 'kind="committed"': 1, 'kind="rolled_back"': 1,
                                'kind="checked"': 0, 'kind="discarded"': 0}
+            put = {line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
+                   for line in text.splitlines() if line.startswith("pocketmq_messages_put_total{")}
+            # half messages count under the half topic, committed messages under their own
+            assert put == {'topic="RMQ_SYS_TRANS_HALF_TOPIC"': 4, 'topic="TxSeen"': 1}
