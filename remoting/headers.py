@@ -457,10 +457,11 @@ class EndTransactionRequestHeader(CommandHeader):
 @dataclasses.dataclass(frozen=True, slots=True)
 class CheckTransactionStateRequestHeader(CommandHeader):
     """CHECK_TRANSACTION_STATE (39), broker to producer; the body is the half message, encoded as stored but
-    with its real topic and queue."""
+    with its real topic and queue (``topic``, the real topic, is 5.x's addition; 4.x clients ignore it)."""
 
     tran_state_table_offset: int
     commit_log_offset: int
     msg_id: str | None = None
     transaction_id: str | None = None
     offset_msg_id: str | None = None
+    topic: str | None = None

@@ -176,6 +176,7 @@ class TransactionalMessageCheckService(PeriodicService):
         header = CheckTransactionStateRequestHeader(
             tran_state_table_offset=record.queue_offset, commit_log_offset=record.physical_offset,
             msg_id=uniq, transaction_id=uniq, offset_msg_id=record.msg_id,
+            topic=get_property(record.properties, MessageConst.PROPERTY_REAL_TOPIC),
         )
         request = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header.to_fields(),
                                           self.service.bridge.check_body(record), oneway=True)

@@ -113,6 +113,8 @@ async def test_send_v1_unknown_then_check_back_answered_with_rollback(broker: Br
     check = await asyncio.wait_for(raw.server_requests.get(), 10)
     assert check.code == 39 and check.flag & 2  # oneway
     assert check.ext["msgId"] == "UNIQ-CHECK" and check.ext["transactionId"] == "UNIQ-CHECK"
+    assert check.ext["topic"] == TOPIC
+    assert decode_message_id(check.ext["offsetMsgId"]) == int(check.ext["commitLogOffset"])
     record = decode_record(check.body, 0)
     assert isinstance(record, MessageRecord)
     assert (record.topic, record.queue_id) == (TOPIC, 2)
