@@ -51,12 +51,11 @@ _PGROUP = MessageConst.PROPERTY_PRODUCER_GROUP
 
 def immunity_ms(record: MessageRecord, timeout_ms: int) -> int:
     """How long after its birth a half message is left alone: ``CHECK_IMMUNITY_TIME_IN_SECONDS`` when it is a
-    valid number of seconds and longer than ``transactionTimeOut``, else the latter (RocketMQ's
-    ``getImmunityTime``)."""
+    valid number of seconds (shorter or longer), else ``transactionTimeOut`` (RocketMQ's ``getImmunityTime``)."""
     raw = get_property(record.properties, _IMMUNITY)
     if raw is None or not raw.strip().isdigit():
         return timeout_ms
-    return max(int(raw.strip()) * 1000, timeout_ms)
+    return int(raw.strip()) * 1000
 
 
 class TransactionalMessageCheckService(PeriodicService):
