@@ -1,7 +1,8 @@
 """``rmq-admin``: inspect and operate a PocketMQ (or RocketMQ 4.x) cluster over the remoting protocol.
 
 Commands keep ``mqadmin``'s names: ``clusterList``, ``topicList``, ``topicRoute``, ``topicStatus``,
-``updateTopic``, ``deleteTopic``, ``brokerStatus``, ``consumerProgress``, ``sendMessage``, the queries of
+``updateTopic``, ``deleteTopic``, ``brokerStatus``, ``consumerProgress``, ``sendMessage``, ``txPending`` (half
+messages with no outcome yet, per real topic and producer group, from each master's runtime info), the queries of
 :mod:`admin.query_commands` (``queryMsgByKey``, ``queryMsgByUniqueKey``, ``queryMsgById``, ``queryMsgTraceById``),
 plus ``export`` (a broker's commit log, :mod:`admin.export`); the operations commands live in
 ``admin/commands_*.py`` (subscription groups, clients and offsets, broker stats/config/permission) and
@@ -127,11 +128,26 @@ async def cmd_send_message(admin: AdminClient, args: argparse.Namespace) -> None
          table(["#Broker", "#QID", "#QueueOffset", "#Status", "#MsgId"], rows))
 
 
+async def cmd_tx_pending(admin: AdminClient, args: argparse.Namespace) -> None:
+    rows: list[list[str]] = []
+    data: list[dict[str, Any]] = []
+    total = 0
+    for addr in await admin.master_addrs(args.cluster, args.broker):
+        info = await admin.runtime_info(addr)
+        for item in filter(None, info.get("transactionHalfPendingByTopicGroup", "").split(";")):
+            where, _, count = item.rpartition("=")
+            topic, _, group = where.partition("@")
+            data.append({"broker": addr, "topic": topic, "producerGroup": group, "pending": int(count)})
+            rows.append([addr, topic, group, count])
+            total += int(count)
+    _out(args, data, table(["#Broker", "#Topic", "#ProducerGroup", "#PendingHalf"], rows) + f"\n\nPending: {total}")
+
+
 COMMANDS: dict[str, Command] = {
     "clusterList": cmd_cluster_list, "topicList": cmd_topic_list, "topicRoute": cmd_topic_route,
     "topicStatus": cmd_topic_status, "updateTopic": cmd_update_topic, "deleteTopic": cmd_delete_topic,
     "brokerStatus": cmd_broker_status, "consumerProgress": cmd_consumer_progress,
-    "sendMessage": cmd_send_message, **query_commands.COMMANDS,
+    "sendMessage": cmd_send_message, "txPending": cmd_tx_pending, **query_commands.COMMANDS,
 }
 
 
@@ -180,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-k", "--keys")
     s.add_argument("--group", default="rmq-admin-producer")
     s.add_argument("--count", type=int, default=1)
+    s = sub.add_parser("txPending", parents=[common], help="unresolved transactional half messages per topic/group")
+    s.add_argument("-b", "--broker", help="one master address (default: every master)")
+    s.add_argument("-c", "--cluster")
     query_commands.add_parsers(sub, common)
     for module in (commands_groups, commands_clients, commands_broker):
         COMMANDS.update(module.register(sub, common))

@@ -14,6 +14,7 @@ WORKLOADS = {
     "filter": ("benchmarks.filter_bench", "SQL92 filter cost per message: a backlog pulled with and without one"),
     "acl": ("benchmarks.acl_bench", "ACL signing cost per request: SDK signature, broker check, sequential sends"),
     "produce": ("benchmarks.produce_bench", "producer throughput and latency through the SDK: sync/async/oneway/batch"),
+    "tx": ("benchmarks.tx_bench", "transactional sends beside plain ones, and the latency a commit adds"),
     "spark": ("benchmarks.spark_bench",
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
     "compare": ("benchmarks.compare.cli",

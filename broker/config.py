@@ -60,6 +60,16 @@ class BrokerConfig:
     #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as RocketMQ does.
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    # --- transactions ---
+    #: A half message with no outcome this long (ms) after it was born is checked back with its producer.
+    transaction_time_out: int = 6000
+    #: Check-backs per half message; one more and it is discarded to TRANS_CHECK_MAX_TIME_TOPIC.
+    transaction_check_max: int = 15
+    #: How often the check-back service scans the half queue (ms).
+    transaction_check_interval: int = 60_000
+    #: Refuse prepared messages (NO_PERMISSION), as RocketMQ's rejectTransactionMessage.
+    reject_transaction_message: bool = False
+    # --- end transactions ---
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None
@@ -78,6 +88,8 @@ class BrokerConfig:
             raise ValueError(f"listenPort {self.listen_port} out of range")
         if self.register_name_server_period <= 0:
             raise ValueError("registerNameServerPeriod must be positive")
+        if self.transaction_time_out < 0 or self.transaction_check_max < 0 or self.transaction_check_interval <= 0:
+            raise ValueError("transactionTimeOut and transactionCheckMax must be >= 0, transactionCheckInterval > 0")
 
     @property
     def is_master(self) -> bool:

@@ -51,7 +51,11 @@ from broker.schedule import ScheduleMessageService
 from broker.slave_sync import SlaveSynchronize
 from broker.stats import BrokerStats
 from broker.topic_manager import TopicConfigManager
+from broker.transaction.check import TransactionalMessageCheckService
+from broker.transaction.end import EndTransactionProcessor
+from broker.transaction.service import TransactionalMessageService
 from common.logs import get_logger
+from common.record import parse_host_port
 from common.service import Service, on_demand, periodic
 from common.topic_config import PermName
 from ha.client import HAClient
@@ -104,6 +108,8 @@ class BrokerController:
         self.filters = ConsumerFilterManager()
         self.acl: PlainAclService | None = None
         self.schedule: ScheduleMessageService | None = None
+        self.transactions: TransactionalMessageService | None = None
+        self.transaction_check: TransactionalMessageCheckService | None = None
         self.store: MessageStore | None = None
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
@@ -170,6 +176,7 @@ class BrokerController:
                                             PermName.PERM_READ | PermName.PERM_WRITE)
         self.store.add_arrival_listener(self.hold.notify)
         await self._start_ha(self.store)
+        await self._load_transactions(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
         if self.metrics is not None:
@@ -181,6 +188,8 @@ class BrokerController:
             self._services.add_child(self.slave_sync)
         if self.schedule is not None:
             self._services.add_child(self.schedule)
+        if self.transaction_check is not None:
+            self._services.add_child(self.transaction_check)
         self._services.start()
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name)
 
@@ -202,7 +211,10 @@ class BrokerController:
             is_slave=self.config.broker_role is BrokerRole.SLAVE,
             broker_permission=lambda: self.config.broker_permission, region_id=self.config.region_id,
             trace_on=self.config.trace_on, on_stored=self._on_stored if self.metrics else self.stats.on_put,
+            transactions=None if self.config.reject_transaction_message else self.transactions,
         )
+        end_transaction = EndTransactionProcessor(self.transactions, broker_name=self.config.broker_name,
+                                                  broker_addr=lambda: self.addr)
         self.consumer_processor = ConsumerManageProcessor(
             store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
             broker_name=self.config.broker_name, is_master=self.config.is_master, delay_offsets=self.delay_offsets,
@@ -225,13 +237,14 @@ class BrokerController:
         )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
                                      role=lambda: self.config.broker_role.name, register_now=self.register_all,
-                                     extra_runtime_info=self._ha_runtime_info, on_topic_created=self._topic_created)
+                                     extra_runtime_info=self._extra_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
                                                       on_group_changed=self.consumer_processor.notify_ids_changed,
                                                       filters=self.filters,
                                                       enable_property_filter=self.config.enable_property_filter)
         query = QueryMessageProcessor(store=store)
-        for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, *admin_more):
+        for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
+                          *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
@@ -340,6 +353,26 @@ class BrokerController:
             groups=self.groups, delay_offsets=self.delay_offsets,
         )
 
+    async def _load_transactions(self, store: MessageStore) -> None:
+        """Masters: rebuild the transaction bookkeeping from the half and op queues, then check back with
+        producers every ``transactionCheckInterval`` (slaves replicate the queues and never check back)."""
+        if not self.config.is_master:
+            return
+        c = self.config
+        self.transactions = TransactionalMessageService(
+            store, self.offsets, born_host=parse_host_port(self.addr),
+            on_stored=self._on_stored if self.metrics else self.stats.on_put)
+        await self.transactions.load()
+        self.transaction_check = TransactionalMessageCheckService(
+            self.transactions, self.clients, self.topics, interval_ms=c.transaction_check_interval,
+            timeout_ms=c.transaction_time_out, check_max=c.transaction_check_max)
+
+    def _extra_runtime_info(self) -> dict[str, str]:
+        info = self._ha_runtime_info()
+        if self.transactions is not None:
+            info.update(self.transactions.runtime_info())
+        return info
+
     def _ha_runtime_info(self) -> dict[str, str]:
         if self.ha_service is not None:
             return self.ha_service.runtime_info()
@@ -408,6 +441,9 @@ class BrokerController:
         ExporterMetrics(self).register(m)  # rocketmq-exporter's names and labels
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
+        m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "
+                "committed, rolled back, checked back, discarded", ["kind"],
+                lambda: self.transactions.counters.samples() if self.transactions else [])
 
     def _offset_samples(self) -> list[tuple[tuple[str, ...], float]]:
         if self.store is None:

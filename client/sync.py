@@ -18,6 +18,11 @@ Callbacks of ``send_async`` and the futures' done-callbacks run on the loop thre
 a blocking method from that thread would wait on itself, so it raises ``RuntimeError`` instead.
 ``shutdown()`` shuts the asyncio member down, stops the loop and joins the thread.
 
+``TransactionProducer`` is the blocking twin of :class:`client.producer.transaction.TransactionProducer`: its
+listener's two methods are plain functions run in a pool of ``listener_threads`` threads (they may block on a
+database), and ``send_message_in_transaction`` waits for the half message, the local transaction and the
+END_TRANSACTION.
+
 The consumers work the same way::
 
     def handle(msg: MessageExt) -> ConsumeResult:       # a plain function
@@ -45,7 +50,7 @@ import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar, Unpack
+from typing import Any, Generic, Protocol, Self, TypeVar, Unpack
 
 import uvloop
 
@@ -64,9 +69,20 @@ from client.producer.config import ProducerArgs
 from client.producer.producer import Producer as AsyncProducer
 from client.producer.producer import SendCallback
 from client.producer.send_loop import MessageQueueSelector
+from client.producer.transaction import TransactionProducer as AsyncTransactionProducer
+from client.producer.transaction import TransactionSendResult, TransactionState
 from remoting.errors import BufferFullError
 
-__all__ = ["CALL_MARGIN", "BlockingBatchHandler", "BlockingHandler", "Producer", "PullConsumer", "PushConsumer"]
+__all__ = [
+    "CALL_MARGIN",
+    "BlockingBatchHandler",
+    "BlockingHandler",
+    "BlockingTransactionListener",
+    "Producer",
+    "PullConsumer",
+    "PushConsumer",
+    "TransactionProducer",
+]
 
 #: A push consumer's handler for the blocking facade: a plain function (None counts as SUCCESS).
 BlockingHandler = Callable[[MessageExt], ConsumeResult | None]
@@ -498,3 +514,67 @@ class PullConsumer(_Blocking[AsyncPullConsumer]):
     def send_message_back(self, msg: MessageExt, delay_level: int = 0, *, max_reconsume_times: int = 16) -> None:
         self._runner.call(self._member.send_message_back(msg, delay_level, max_reconsume_times=max_reconsume_times),
                           self._call_wait())
+
+
+class BlockingTransactionListener(Protocol):
+    """The blocking facade's :class:`~client.producer.transaction.TransactionListener`: plain methods."""
+
+    def execute_local_transaction(self, msg: Message, arg: Any) -> TransactionState:
+        ...
+
+    def check_local_transaction(self, msg: MessageExt) -> TransactionState:
+        ...
+
+
+class _ThreadedListener:
+    """A blocking listener run in a thread pool, seen by the asyncio producer as an async one."""
+
+    def __init__(self, listener: BlockingTransactionListener, executor: concurrent.futures.ThreadPoolExecutor) -> None:
+        self.listener = listener
+        self.executor = executor
+
+    async def execute_local_transaction(self, msg: Message, arg: Any) -> TransactionState:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.executor, self.listener.execute_local_transaction, msg, arg)
+
+    async def check_local_transaction(self, msg: MessageExt) -> TransactionState:
+        return await asyncio.get_running_loop().run_in_executor(
+            self.executor, self.listener.check_local_transaction, msg)
+
+
+class TransactionProducer(_Blocking[AsyncTransactionProducer]):
+    """Blocking twin of :class:`client.producer.transaction.TransactionProducer` (module docstring)."""
+
+    _role = "tx-producer"
+
+    def __init__(self, group: str, listener: BlockingTransactionListener, *, start: bool = True,
+                 listener_threads: int = 4, local_transaction_timeout: float = 60.0,
+                 **options: Unpack[ProducerArgs]) -> None:
+        #: longest wait for ``execute_local_transaction`` on top of the send's own timeout
+        self.local_transaction_timeout = local_transaction_timeout
+        self._executor = concurrent.futures.ThreadPoolExecutor(listener_threads,
+                                                               thread_name_prefix=f"pocketmq-tx-{group}")
+        super().__init__(AsyncTransactionProducer(group, _ThreadedListener(listener, self._executor), **options),
+                         start=start)
+
+    @property
+    def async_producer(self) -> AsyncTransactionProducer:
+        """The asyncio producer underneath (use it only from its loop: :attr:`loop`)."""
+        return self._member
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None, *,
+                                    timeout: float | None = None) -> TransactionSendResult:
+        """Blocking :meth:`client.producer.transaction.TransactionProducer.send_message_in_transaction`; waits at
+        most the send timeout plus ``local_transaction_timeout`` (then :class:`TimeoutError`: the call is cancelled,
+        no END_TRANSACTION is sent, and the broker checks the transaction back)."""
+        budget = self._member.config.send_msg_timeout if timeout is None else timeout
+        return self._runner.call(self._member.send_message_in_transaction(msg, arg, timeout=timeout),
+                                 budget + self.local_transaction_timeout + CALL_MARGIN)
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        config = self._member.config
+        grace = config.send_msg_timeout if timeout is None else timeout
+        self._shutdown(lambda: self._member.shutdown(grace=grace), grace + config.namesrv_timeout + CALL_MARGIN)
+
+    def _after_stop(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -45,6 +45,12 @@ class MessageConst:
     PROPERTY_TRACE_SWITCH = "TRACE_ON"
     PROPERTY_CLUSTER = "CLUSTER"
     PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+    #: How many times the broker has checked a transaction's state back (on the half message's copies).
+    PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+    #: Seconds a half message is left alone before its first check-back (instead of transactionTimeOut).
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    #: The half-queue offset of the first half message a copy was made from.
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 
     #: Keys are space-separated inside ``KEYS``.
     KEY_SEPARATOR = " "

@@ -457,3 +457,33 @@ class ConsumerSendMsgBackRequestHeader(CommandHeader):
     origin_topic: str | None = None
     unit_mode: bool = False
     max_reconsume_times: int | None = None
+
+
+# -- transactions ----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EndTransactionRequestHeader(CommandHeader):
+    """END_TRANSACTION (37): ``commit_or_rollback`` is a sys-flag transaction type (0 unknown, 8 commit,
+    12 rollback); the offsets name the half message (queue offset in the half topic, commit-log offset)."""
+
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    msg_id: str
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckTransactionStateRequestHeader(CommandHeader):
+    """CHECK_TRANSACTION_STATE (39), broker to producer; the body is the half message, encoded as stored but
+    with its real topic and queue (``topic``, the real topic, is 5.x's addition; 4.x clients ignore it)."""
+
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+    topic: str | None = None

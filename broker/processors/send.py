@@ -17,12 +17,15 @@ from collections.abc import Awaitable, Callable
 from broker.metadata import SubscriptionGroupManager
 from broker.status import put_status_to_response
 from broker.topic_manager import TopicConfigManager
-from common.message import MessageConst, join_properties
+from broker.transaction.bridge import to_half_message
+from broker.transaction.service import TransactionalMessageService
+from common.message import MessageConst, get_property, join_properties
 from common.record import MAX_PROPERTIES_LENGTH, encode_host
 from common.sysflag import MessageSysFlag
 from common.topic import (
     NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_TRANS_HALF_TOPIC,
     dlq_topic,
     is_retry_topic,
     validate_topic,
@@ -47,6 +50,7 @@ _SAFE_PROPERTIES_CHARS = MAX_PROPERTIES_LENGTH // 4
 _WAIT_MARKER = MessageConst.PROPERTY_WAIT_STORE_MSG_OK + "\x01"
 _WAIT_TRUE = _WAIT_MARKER + "true"
 _WAIT_FALSE = _WAIT_MARKER + "false"
+_TRAN_MARKER = MessageConst.PROPERTY_TRANSACTION_PREPARED + "\x01true"
 
 
 def strip_property(properties: str, name: str) -> str:
@@ -89,6 +93,7 @@ class SendMessageProcessor:
         trace_on: bool,
         groups: SubscriptionGroupManager | None = None,
         on_stored: Callable[[str, int, int], None] | None = None,
+        transactions: TransactionalMessageService | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -98,6 +103,8 @@ class SendMessageProcessor:
         self.broker_permission = broker_permission
         self.groups = groups
         self.on_stored = on_stored
+        #: prepared messages become half messages here; None refuses them (NO_PERMISSION)
+        self.transactions = transactions
         self._cluster_property = f"{MessageConst.PROPERTY_CLUSTER}\x01{cluster_name}"
         self._extra_fields = {"MSG_REGION": region_id, "TRACE_ON": "true" if trace_on else "false"}
         self._born_hosts: weakref.WeakKeyDictionary[Connection, bytes] = weakref.WeakKeyDictionary()
@@ -144,6 +151,8 @@ class SendMessageProcessor:
         properties, wait = strip_wait(header.properties or "")
         if dead_letter:
             properties = strip_property(properties, "DELAY")  # a dead letter is not rescheduled
+        if header.sys_flag & _TXN_MASK == _TXN_PREPARED or _TRAN_MARKER in properties:
+            return self._put_half(req, header, topic, body, queue_id, properties, wait, conn)
         if req.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return self._put_batch(req, header, body, queue_id, properties, wait, conn)
         properties = join_properties(properties, self._cluster_property)
@@ -184,8 +193,6 @@ class SendMessageProcessor:
             if len(self._checked_topics) >= _MAX_CHECKED_TOPICS:
                 self._checked_topics.clear()
             self._checked_topics.add(topic)
-        if header.sys_flag & _TXN_MASK == _TXN_PREPARED:
-            return req.response(ResponseCode.NO_PERMISSION, "transactional (prepared) messages are not supported")
         return None
 
     def _is_dead_letter(self, header: SendHeader) -> bool:
@@ -213,6 +220,48 @@ class SendMessageProcessor:
 
     # -- puts ---------------------------------------------------------------------------------------------
 
+    def _put_half(self, req: RemotingCommand, header: SendHeader, topic: str, body: bytes, queue_id: int,
+                  properties: str, wait: bool, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """A prepared message (sys flag 4, or ``TRAN_MSG=true``): stored as a half message in
+        ``RMQ_SYS_TRANS_HALF_TOPIC`` (:mod:`broker.transaction`), answered as a send with the transaction id."""
+        if self.transactions is None:
+            return req.response(ResponseCode.NO_PERMISSION,
+                                f"the broker[{self.broker_name}, {self.broker_addr()}] sending transaction message "
+                                "is forbidden")
+        if req.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
+        delay = get_property(properties, MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        if delay and delay != "0":
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "transactional messages cannot be delayed")
+        properties = join_properties(properties, self._cluster_property)
+        msg = MessageExtBrokerInner(
+            topic=topic, body=body, queue_id=queue_id, flag=header.flag, properties=properties,
+            sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self._born_host(conn),
+            reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
+        )
+        to_half_message(msg)
+        if len(msg.properties.encode()) > MAX_PROPERTIES_LENGTH:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message properties are longer than 32767 bytes")
+        stored = self.store.put(msg)
+        if isinstance(stored, PutMessageResult):
+            return self._respond_half(req, stored, queue_id, topic, msg.properties)
+        return self._respond_half_when_stored(req, stored, queue_id, topic, msg.properties)
+
+    async def _respond_half_when_stored(self, req: RemotingCommand, stored: Awaitable[PutMessageResult],
+                                        queue_id: int, topic: str, properties: str) -> RemotingCommand:
+        return self._respond_half(req, await stored, queue_id, topic, properties)
+
+    def _respond_half(self, req: RemotingCommand, result: PutMessageResult, queue_id: int, topic: str,
+                      properties: str) -> RemotingCommand:
+        response = self._respond(req, result, queue_id, stored_topic=RMQ_SYS_TRANS_HALF_TOPIC)
+        append = result.append_result
+        if result.status.is_stored and append is not None and self.transactions is not None:
+            self.transactions.half_stored(properties, append.queue_offset, topic)
+            uniq = get_property(properties, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if uniq and response.ext_fields is not None:
+                response.ext_fields["transactionId"] = uniq
+        return response
+
     def _put_batch(self, req: RemotingCommand, header: SendHeader, body: bytes, queue_id: int, properties: str,
                    wait: bool, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         if is_retry_topic(header.topic):
@@ -232,7 +281,7 @@ class SendMessageProcessor:
         return self._respond(req, await stored, queue_id, batch)
 
     def _respond(self, req: RemotingCommand, result: PutMessageResult, queue_id: int,
-                 batch: bool = False) -> RemotingCommand:
+                 batch: bool = False, stored_topic: str | None = None) -> RemotingCommand:
         code, remark = put_status_to_response(result.status)
         append = result.append_result
         if not result.status.is_stored or append is None:
@@ -243,5 +292,6 @@ class SendMessageProcessor:
         fields = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset),
                   **self._extra_fields}
         if self.on_stored is not None:
-            self.on_stored(req.field("b") or req.field("topic") or "", append.msg_num, append.wrote_bytes)
+            self.on_stored(stored_topic or req.field("b") or req.field("topic") or "", append.msg_num,
+                           append.wrote_bytes)
         return req.response(code, remark, ext_fields=fields)

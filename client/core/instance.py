@@ -35,9 +35,11 @@ from typing import Any, Protocol
 
 from client.core.config import ClientConfig
 from client.core.errors import MQClientError
+from client.core.message_ext import MessageDecodeError, decode_messages
 from client.core.route_refresher import RouteRefresher
 from client.core.route_table import MAX_TOPICS, RouteTable
 from common.logs import get_logger
+from common.message import MessageConst
 from common.service import Service, periodic
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
@@ -131,6 +133,7 @@ class MQClientInstance:
         self._closed = False
         self.log = log.bind(client_id=self.client_id)
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
+        self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -236,6 +239,21 @@ class MQClientInstance:
         self.log.info("consumer_ids_changed", group=group, peer=conn.remote_addr)
         for target in targets:
             target.rebalance_soon()
+
+    def _on_check_transaction_state(self, request: RemotingCommand, conn: Connection) -> None:
+        """CHECK_TRANSACTION_STATE (39), pushed by a broker: the transactional producer of the message's group
+        (``PGROUP``) answers it (:mod:`client.producer.transaction`); none here: ignored, as the Java client does."""
+        try:
+            messages = decode_messages(request.body or b"", decompress=False)
+        except MessageDecodeError:
+            messages = []
+        group = messages[0].get_property(MessageConst.PROPERTY_PRODUCER_GROUP) if messages else None
+        producer = self._producers.get(group or "")
+        check = getattr(producer, "check_transaction_state", None)
+        if check is None:
+            self.log.debug("transaction_check_ignored", peer=conn.remote_addr)
+            return
+        check(request, conn)
 
     # -- routes -----------------------------------------------------------------------------------------
 

@@ -131,7 +131,7 @@ async def test_created_topic_gets_its_consume_queue_files_before_any_message(
         ("Empty", b"", {}, ResponseCode.MESSAGE_ILLEGAL, "body is empty"),
         ("Big", b"x" * (4 * 1024 * 1024 + 1), {}, ResponseCode.MESSAGE_ILLEGAL, "illegal"),
         ("NoDefault", b"x", {"default_topic": "NOPE"}, ResponseCode.TOPIC_NOT_EXIST, "not exist"),
-        ("Prepared", b"x", {"sys_flag": 0x4}, ResponseCode.NO_PERMISSION, "not supported"),
+        ("Prepared", b"x", {"sys_flag": 0x4, "props": "DELAY\x013"}, ResponseCode.MESSAGE_ILLEGAL, "cannot be delayed"),
     ],
 )
 async def test_bad_sends_get_clear_errors_and_store_nothing(
