@@ -43,6 +43,7 @@ from broker.schedule import ScheduleMessageService
 from broker.slave_sync import SlaveSynchronize
 from broker.stats import BrokerStats
 from broker.topic_manager import TopicConfigManager
+from common import compiled
 from common.logs import get_logger
 from common.service import Service, on_demand, periodic
 from ha.client import HAClient
@@ -166,7 +167,8 @@ class BrokerController:
         if self.schedule is not None:
             self._services.add_child(self.schedule)
         self._services.start()
-        log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name)
+        log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name,
+                 build=compiled.ACTIVE)
 
     def _register_processors(self, store: MessageStore) -> None:
         handlers: dict[int, Handler] = {}
@@ -188,7 +190,7 @@ class BrokerController:
         )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
                                      role=lambda: self.config.broker_role.name, register_now=self.register_all,
-                                     extra_runtime_info=self._ha_runtime_info, on_topic_created=self._topic_created)
+                                     extra_runtime_info=self._extra_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
                                                       on_group_changed=self.consumer_processor.notify_ids_changed)
         for processor in (send, pull, admin, self.client_processor, self.consumer_processor):
@@ -295,6 +297,10 @@ class BrokerController:
             client=self.client, master_addr=lambda: self.master_addr, topics=self.topics, offsets=self.offsets,
             groups=self.groups, delay_offsets=self.delay_offsets,
         )
+
+    def _extra_runtime_info(self) -> dict[str, str]:
+        """HA keys plus ``compiledBuild``: ``cython``, ``pure`` or ``partial`` (see :mod:`common.compiled`)."""
+        return {**self._ha_runtime_info(), "compiledBuild": compiled.ACTIVE}
 
     def _ha_runtime_info(self) -> dict[str, str]:
         if self.ha_service is not None:
