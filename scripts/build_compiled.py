@@ -10,8 +10,8 @@ with ``POCKETMQ_PURE_PYTHON=1``, the build says so on stderr and the sources run
 
 Why Cython in pure-Python mode and not mypyc (measured on :mod:`common.record`, README "Compiled hot path"):
 
-* speed: on ``locate_record``, ``decode_record`` and ``check_record`` Cython was 15-20 % faster than the
-  plain source, mypyc 8 % slower to 5 % faster: the hot code is typed with unions (``bytes | bytearray |
+* speed: on ``locate_record``, ``decode_record`` and ``check_record`` Cython was 6-17 % faster than the
+  plain source, mypyc 12 % slower to 5 % faster: the hot code is typed with unions (``bytes | bytearray |
   memoryview``) and ``Any`` tuples, which mypyc handles through generic boxed operations plus runtime type
   checks, while the real work is in C already (``struct``, slicing, ``zlib``);
 * compatibility: Cython keeps Python semantics (classes stay ordinary classes, so tests may monkeypatch or

@@ -29,6 +29,7 @@ from common.record import decode_record, check_record, message_id
 from common.record_encoder import encode_record
 from common.batch import BatchEntry, encode_batch_body, decode_batch_body
 from remoting.command import RemotingCommand
+from remoting.serialization import decode_header, encode_header
 from remoting.frame import FrameDecoder, encode_frame
 rec = encode_record(topic="T\u00e9", body=b"\x00\x01body", properties="TAGS\x01a\x02KEYS\x01k1 k2",
                     queue_id=3, queue_offset=9, physical_offset=777, born_timestamp=1, store_timestamp=2,
@@ -37,13 +38,15 @@ cmd = RemotingCommand(310, opaque=5, flag=0, remark="r\u00e9", ext_fields={"a": 
                       serialize_type=1)
 frame = encode_frame(cmd)
 back = FrameDecoder().feed(frame)[0]
+headers = [encode_header(RemotingCommand(11, opaque=9, ext_fields={"k": "v"}, serialize_type=t)) for t in (0, 1, 0x4D)]
+decoded_headers = [repr(decode_header(t, h)) for t, h in zip((0, 1, 0x4D), headers)]
 batch = encode_batch_body([BatchEntry(1, b"b1", "K\x01v"), BatchEntry(2, b"", "")])
 print(json.dumps({
     "active": c.ACTIVE,
     "files": {m: importlib.import_module(m).__file__.rsplit("/", 1)[-1] for m in c.MODULES},
     "record": rec.hex(), "decoded": repr(decode_record(rec, expected_offset=777)),
     "dispatch": repr(check_record(rec, 0, len(rec), base_offset=777)), "msg_id": message_id(b"\x7f\0\0\1\0\0\0\1", 9),
-    "frame": frame.hex(), "back": repr(back), "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
+    "frame": frame.hex(), "back": repr(back), "headers": [h.hex() for h in headers], "decoded_headers": decoded_headers, "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
 }))
 """
 
@@ -96,6 +99,16 @@ def test_a_source_edited_after_the_build_is_stale(tmp_path: Path) -> None:
     assert not compiled.is_stale(source, extension)
     os.utime(source, (1_000_000 + compiled.STALE_SLACK_S + 1, 1_000_000 + compiled.STALE_SLACK_S + 1))
     assert compiled.is_stale(source, extension)
+
+
+def test_each_compiled_package_installs_the_switch_first() -> None:
+    # The finder must be in place before a compiled module can be imported: its package's __init__ imports
+    # common.compiled before anything else (common itself does so as its only import).
+    for package in {name.partition(".")[0] for name in compiled.MODULES}:
+        assert package in compiled.PACKAGES
+        init = (ROOT / package / "__init__.py").read_text()
+        first_import = next(line for line in init.splitlines() if line.startswith(("import ", "from ")))
+        assert first_import.startswith("import common.compiled"), package
 
 
 def test_finder_answers_only_for_compiled_modules() -> None:
