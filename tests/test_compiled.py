@@ -46,7 +46,8 @@ print(json.dumps({
     "files": {m: importlib.import_module(m).__file__.rsplit("/", 1)[-1] for m in c.MODULES},
     "record": rec.hex(), "decoded": repr(decode_record(rec, expected_offset=777)),
     "dispatch": repr(check_record(rec, 0, len(rec), base_offset=777)), "msg_id": message_id(b"\x7f\0\0\1\0\0\0\1", 9),
-    "frame": frame.hex(), "back": repr(back), "headers": [h.hex() for h in headers], "decoded_headers": decoded_headers, "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
+    "frame": frame.hex(), "back": repr(back), "headers": [h.hex() for h in headers],
+    "decoded_headers": decoded_headers, "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
 }))
 """
 
