@@ -70,7 +70,8 @@ def build_options() -> dict[str, Any]:
         print(f"pocketmq: {exc}; the hot path stays plain Python", file=sys.stderr)
         return {}
     extensions = [
-        extension_class(name, [str(Path(*name.split(".")).with_suffix(".py"))], extra_compile_args=COMPILE_ARGS)
+        extension_class(name, [str(Path(*name.split(".")).with_suffix(".py"))], extra_compile_args=COMPILE_ARGS,
+                        optional=True)
         for name in module_names()
     ]
     directives = {"language_level": "3", "annotation_typing": False, "binding": True}
@@ -82,7 +83,8 @@ def build_options() -> dict[str, Any]:
 
 
 def optional_build_ext() -> type:
-    """A ``build_ext`` that reports a module it cannot compile and goes on: that module runs from source."""
+    """A ``build_ext`` that reports a module it cannot compile and goes on: that module runs from source (the
+    extensions are ``optional``, so the in-place copy skips what was not built)."""
     build_ext = importlib.import_module("setuptools.command.build_ext").build_ext
 
     class OptionalBuildExt(build_ext):  # type: ignore[misc,valid-type]
@@ -97,6 +99,9 @@ def optional_build_ext() -> type:
                 super().build_extension(ext)
             except Exception as exc:  # CompileError, CCompilerError, a linker's error
                 print(f"pocketmq: {ext.name} not compiled ({exc}); it runs from source", file=sys.stderr)
+                # No older build of it may be copied in place or shipped: the module runs from source.
+                for stale in (Path(self.get_ext_fullpath(ext.name)), ROOT / self.get_ext_filename(ext.name)):
+                    stale.unlink(missing_ok=True)
 
     return OptionalBuildExt
 
