@@ -70,14 +70,16 @@ def build_options() -> dict[str, Any]:
         print(f"pocketmq: {exc}; the hot path stays plain Python", file=sys.stderr)
         return {}
     extensions = [
-        extension_class(name, [str(Path(*name.split(".")).with_suffix(".py"))], extra_compile_args=COMPILE_ARGS,
-                        optional=True)
+        extension_class(name, [str(Path(*name.split(".")).with_suffix(".py"))], extra_compile_args=COMPILE_ARGS)
         for name in module_names()
     ]
     directives = {"language_level": "3", "annotation_typing": False, "binding": True}
+    compiled = cythonize(extensions, build_dir=C_BUILD_DIR, compiler_directives=directives, quiet=True,
+                         nthreads=os.cpu_count() or 1)
+    for extension in compiled:
+        extension.optional = True  # cythonize does not carry it over
     return {
-        "ext_modules": cythonize(extensions, build_dir=C_BUILD_DIR, compiler_directives=directives, quiet=True,
-                                 nthreads=os.cpu_count() or 1),
+        "ext_modules": compiled,
         "cmdclass": {"build_ext": optional_build_ext()},
     }
 
