@@ -28,6 +28,7 @@ Why Cython in pure-Python mode and not mypyc (measured on :mod:`common.record`, 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import subprocess
@@ -41,6 +42,7 @@ COMPILE_ARGS = ["-O2", "-g0"]
 """-g0: no debug info, a third less compile time; -O2 as Python's own build."""
 
 
+@functools.cache
 def _compiled_module() -> Any:
     """:mod:`common.compiled` loaded from its file alone (importing the ``common`` package is not needed)."""
     spec = importlib.util.spec_from_file_location("_pocketmq_compiled_list", ROOT / "common" / "compiled.py")
@@ -59,8 +61,9 @@ def module_names() -> tuple[str, ...]:
 def build_options() -> dict[str, Any]:
     """``setup()`` keywords that build the extensions: empty (a pure-Python package) when the pure build is
     asked for or Cython is missing."""
-    if os.environ.get("POCKETMQ_PURE_PYTHON", "") not in ("", "0"):
-        print("pocketmq: POCKETMQ_PURE_PYTHON set, building no extension modules", file=sys.stderr)
+    switch = _compiled_module()
+    if switch.pure_requested():
+        print(f"pocketmq: {switch.PURE_ENV} set, building no extension modules", file=sys.stderr)
         return {}
     try:
         # Imported by name: neither ships type information, and only the build needs them.
