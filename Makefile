@@ -4,17 +4,35 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: setup test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean
+# PURE=1 runs everything from the .py sources (POCKETMQ_PURE_PYTHON=1, see common/compiled.py) and builds nothing.
+PURE ?=
+ifeq ($(PURE),1)
+export POCKETMQ_PURE_PYTHON := 1
+endif
+
+.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install --upgrade pip >/dev/null
-	$(BIN)/python -m pip install -e '.[dev,spark,compare]'
+	POCKETMQ_PURE_PYTHON=1 $(BIN)/python -m pip install -e '.[dev,spark,compare]'
+	-$(BIN)/python -m pip install 'Cython>=3.0'
 	@command -v java >/dev/null || { apt-get update && apt-get install -y openjdk-17-jre-headless; }
 	@command -v ip >/dev/null || { apt-get update && apt-get install -y iproute2; }
 	@touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) compiled
+
+# The compiled hot path (Cython, in place beside the sources; scripts/build_compiled.py): only what changed is
+# rebuilt, and a failed build (or no Cython, no compiler: the leading "-") leaves the plain-Python modules in use.
+compiled: $(STAMP)
+ifneq ($(PURE),1)
+	-$(BIN)/python scripts/build_compiled.py
+endif
+
+clean-compiled:
+	find common remoting store client -name '*.so' -delete
+	rm -rf build/cython
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -22,8 +40,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) compiled
 	$(BIN)/pytest -q
+
+# The byte-exact codec tests and the compiled-build check from the plain sources (CI runs them beside `test`).
+test-pure: $(STAMP)
+	POCKETMQ_PURE_PYTHON=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_compiled.py tests/common tests/remoting \
+		tests/ha/test_wire.py tests/store/test_commitlog.py
 
 test: lint typecheck pytest
 
@@ -57,5 +80,5 @@ bench-compare: $(STAMP) install-peers
 bench-store: $(STAMP)
 	$(BIN)/rmq-bench store
 
-clean:
+clean: clean-compiled
 	rm -rf $(VENV) .rmq-cluster .mypy_cache .pytest_cache .ruff_cache build *.egg-info

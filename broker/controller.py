@@ -54,6 +54,7 @@ from broker.topic_manager import TopicConfigManager
 from broker.transaction.check import TransactionalMessageCheckService
 from broker.transaction.end import EndTransactionProcessor
 from broker.transaction.service import TransactionalMessageService
+from common import compiled
 from common.logs import get_logger
 from common.record import parse_host_port
 from common.service import Service, on_demand, periodic
@@ -191,7 +192,8 @@ class BrokerController:
         if self.transaction_check is not None:
             self._services.add_child(self.transaction_check)
         self._services.start()
-        log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name)
+        log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name,
+                 build=compiled.ACTIVE)
 
     async def _start_acl(self) -> None:
         """aclEnable=true: load the ACL file (a missing or invalid one refuses the start), check every request
@@ -368,7 +370,9 @@ class BrokerController:
             timeout_ms=c.transaction_time_out, check_max=c.transaction_check_max)
 
     def _extra_runtime_info(self) -> dict[str, str]:
-        info = self._ha_runtime_info()
+        """HA keys, the transaction keys, and ``compiledBuild``: ``cython``, ``pure`` or ``partial`` (see
+        :mod:`common.compiled`)."""
+        info = {**self._ha_runtime_info(), "compiledBuild": compiled.ACTIVE}
         if self.transactions is not None:
             info.update(self.transactions.runtime_info())
         return info

@@ -14,4 +14,7 @@ It imports nothing of PocketMQ's; ``remoting`` and ``store`` stand on it, ``name
 * :mod:`common.topic_config` — ``TopicConfig``, ``PermName``, ``TopicFilterType``, ``DataVersion``;
 * :mod:`common.errors` — the format errors; :mod:`common.fields` — tolerant readers of decoded JSON;
 * :mod:`common.service`, :mod:`common.logs`, :mod:`common.files` — the ``Service`` base, logging, atomic writes.
+* :mod:`common.compiled` — whether the hot path runs compiled (Cython) or from source; imported first.
 """
+
+import common.compiled  # noqa: F401  (first: it picks compiled or source modules, see common.compiled)

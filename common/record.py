@@ -208,9 +208,20 @@ def host_sys_flags(born_host: Buffer, store_host: Buffer) -> int:
 # ---------------------------------------------------------------------------------------- message id
 
 
+_HOST_HEX: dict[bytes, str] = {}
+"""Upper-case hex of store hosts: one broker has one, a consumer meets a few (bounded like TOPIC_NAMES)."""
+
+
 def message_id(store_host: bytes, physical_offset: int) -> str:
     """The offset message id (``msgId`` of a send response): hex of store host + physical offset."""
-    return store_host.hex().upper() + format(physical_offset & 0xFFFFFFFFFFFFFFFF, "016X")
+    prefix = _HOST_HEX.get(store_host) if type(store_host) is bytes else None
+    if prefix is None:
+        prefix = store_host.hex().upper()
+        if type(store_host) is bytes:
+            if len(_HOST_HEX) >= TOPIC_NAMES_MAX:
+                _HOST_HEX.clear()
+            _HOST_HEX[store_host] = prefix
+    return prefix + format(physical_offset & 0xFFFFFFFFFFFFFFFF, "016X")
 
 
 def decode_message_id(msg_id: str) -> tuple[str, int, int]:

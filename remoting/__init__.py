@@ -11,6 +11,7 @@ Layers, from the bytes up:
 * :mod:`remoting.server` / :mod:`remoting.client` — ``RemotingServer`` and ``RemotingClient``.
 """
 
+import common.compiled  # noqa: F401  (first: it picks compiled or source modules, see common.compiled)
 from remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.errors import PocketMQError, ProtocolError, RemotingError, ResponseError

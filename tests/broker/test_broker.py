@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from broker.controller import BrokerController
+from common import compiled
 from common.batch import BatchEntry, encode_batch_body
 from common.consumer import ConsumeType, MessageModel
 from common.record import decode_message_id
@@ -205,6 +206,7 @@ async def test_runtime_info(broker: BrokerController, client: RemotingClient) ->
     assert int(table["msgPutTotalTodayNow"]) == 1
     assert int(table["commitLogMaxOffset"]) > 0
     assert len(table["putTps"].split()) == 3
+    assert table["compiledBuild"] == compiled.ACTIVE
 
 
 @pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.MSGPACK])

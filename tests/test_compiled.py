@@ -1,0 +1,124 @@
+"""The compiled hot path (:mod:`common.compiled`): the build that runs is the one asked for, the pure switch
+works at import time, and the compiled and pure builds write and read the very same bytes.
+
+CI runs the suite twice: ``make test`` with the compiled build (``POCKETMQ_REQUIRE_COMPILED=1``: a build that
+silently fell back to source fails here) and ``make test-pure`` with ``POCKETMQ_PURE_PYTHON=1``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common import compiled
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A child prints, for the build it was started with, what each compiled module was loaded from and the bytes the
+# codecs produce (a record, a decoded record, a frame, a batch body).
+_PROBE = r"""
+import json, importlib
+import common.compiled as c
+from common.record import decode_record, check_record, message_id
+from common.record_encoder import encode_record
+from common.batch import BatchEntry, encode_batch_body, decode_batch_body
+from remoting.command import RemotingCommand
+from remoting.serialization import decode_header, encode_header
+from remoting.frame import FrameDecoder, encode_frame
+rec = encode_record(topic="T\u00e9", body=b"\x00\x01body", properties="TAGS\x01a\x02KEYS\x01k1 k2",
+                    queue_id=3, queue_offset=9, physical_offset=777, born_timestamp=1, store_timestamp=2,
+                    born_host=bytes(16) + b"\x00\x00\x00\x05")
+cmd = RemotingCommand(310, opaque=5, flag=0, remark="r\u00e9", ext_fields={"a": "1", "b": "x"}, body=b"payload",
+                      serialize_type=1)
+frame = encode_frame(cmd)
+back = FrameDecoder().feed(frame)[0]
+headers = [encode_header(RemotingCommand(11, opaque=9, ext_fields={"k": "v"}, serialize_type=t)) for t in (0, 1, 0x4D)]
+decoded_headers = [repr(decode_header(t, h)) for t, h in zip((0, 1, 0x4D), headers)]
+batch = encode_batch_body([BatchEntry(1, b"b1", "K\x01v"), BatchEntry(2, b"", "")])
+print(json.dumps({
+    "active": c.ACTIVE,
+    "files": {m: importlib.import_module(m).__file__.rsplit("/", 1)[-1] for m in c.MODULES},
+    "record": rec.hex(), "decoded": repr(decode_record(rec, expected_offset=777)),
+    "dispatch": repr(check_record(rec, 0, len(rec), base_offset=777)), "msg_id": message_id(b"\x7f\0\0\1\0\0\0\1", 9),
+    "frame": frame.hex(), "back": repr(back), "headers": [h.hex() for h in headers],
+    "decoded_headers": decoded_headers, "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
+}))
+"""
+
+
+def _probe(pure: bool) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV}
+    if pure:
+        env[compiled.PURE_ENV] = "1"
+    out = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    result: dict[str, object] = json.loads(out)
+    return result
+
+
+def _built() -> bool:
+    """Every module has an extension that is not older than its source (whatever the switch says)."""
+    extensions = [(compiled.source_path(name), compiled.extension_path(name)) for name in compiled.MODULES]
+    return all(ext is not None and not compiled.is_stale(src, ext) for src, ext in extensions)
+
+
+def test_active_build_matches_the_loaded_modules() -> None:
+    modules = [importlib.import_module(name) for name in compiled.MODULES]
+    if compiled.pure_requested():
+        assert compiled.ACTIVE == "pure"
+    if os.environ.get("POCKETMQ_REQUIRE_COMPILED") == "1":
+        assert compiled.ACTIVE == "cython", "the compiled build was required but is not (or not wholly) active"
+    if compiled.ACTIVE == "cython":
+        assert all(compiled.loaded_from_extension(m) and m.__file__.endswith(".so") for m in modules)  # type: ignore[union-attr]
+    if compiled.ACTIVE == "pure":
+        assert all(m.__file__ is not None and m.__file__.endswith(".py") for m in modules)
+
+
+def test_pure_switch_and_both_builds_write_the_same_bytes() -> None:
+    pure = _probe(pure=True)
+    assert pure["active"] == "pure"
+    assert all(str(name).endswith(".py") for name in pure["files"].values())  # type: ignore[attr-defined]
+    if not _built():
+        pytest.skip("no up-to-date compiled build here (make compiled): the pure build alone was checked")
+    native = _probe(pure=False)
+    assert native["active"] == "cython"
+    assert all(str(name).endswith(".so") for name in native["files"].values())  # type: ignore[attr-defined]
+    assert {k: v for k, v in native.items() if k not in ("active", "files")} == \
+        {k: v for k, v in pure.items() if k not in ("active", "files")}
+
+
+def test_a_source_edited_after_the_build_is_stale(tmp_path: Path) -> None:
+    source, extension = tmp_path / "m.py", tmp_path / "m.so"
+    source.write_text("")
+    extension.write_bytes(b"")
+    os.utime(extension, (1_000_000, 1_000_000))
+    os.utime(source, (1_000_000 + compiled.STALE_SLACK_S / 2, 1_000_000 + compiled.STALE_SLACK_S / 2))
+    assert not compiled.is_stale(source, extension)
+    os.utime(source, (1_000_000 + compiled.STALE_SLACK_S + 1, 1_000_000 + compiled.STALE_SLACK_S + 1))
+    assert compiled.is_stale(source, extension)
+
+
+def test_each_compiled_package_installs_the_switch_first() -> None:
+    # The finder must be in place before a compiled module can be imported: its package's __init__ imports
+    # common.compiled before anything else (common itself does so as its only import).
+    for package in {name.partition(".")[0] for name in compiled.MODULES}:
+        assert package in compiled.PACKAGES
+        init = (ROOT / package / "__init__.py").read_text()
+        first_import = next(line for line in init.splitlines() if line.startswith(("import ", "from ")))
+        assert first_import.startswith("import common.compiled"), package
+
+
+def test_finder_answers_only_for_compiled_modules() -> None:
+    finder = compiled.SourceFinder(pure=True)
+    assert finder.find_spec("common.errors", None) is None
+    spec = finder.find_spec("common.record", [str(ROOT / "common")])
+    if compiled.extension_path("common.record") is not None:
+        assert spec is not None and spec.origin == str(ROOT / "common" / "record.py")
+    else:
+        assert spec is None  # no extension: Python's own finder loads the source anyway
