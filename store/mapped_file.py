@@ -54,11 +54,13 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 from common.logs import get_logger
 from store.errors import StoreError
 
 log = get_logger("store.mapped_file")
+_T = TypeVar("_T")
 
 FILE_NAME_DIGITS = 20
 _CHUNK = 1 << 20
@@ -102,6 +104,13 @@ def _unreserved_from(mapped: MappedFile) -> int:
     written bytes of a file loaded at start-up have their blocks; reading them again would be waste)."""
     written = mapped.wrote_position
     return max(mapped.reserved, written - written % _PAGE)
+
+
+async def wait_shared(future: concurrent.futures.Future[_T]) -> _T:
+    """Await a future of the allocation thread that other writers may be awaiting too: a waiter that is
+    cancelled (a closed connection, a put given up) must not cancel the work the others wait for, as
+    ``asyncio.wrap_future`` alone would."""
+    return await asyncio.shield(asyncio.wrap_future(future))
 
 
 def fsync_dir(path: str) -> None:
@@ -616,15 +625,17 @@ class MappedFileQueue:
                 return
             refill = self._refill
             if refill is not None:
-                await asyncio.wrap_future(refill)
+                await wait_shared(refill)
         if not self.make_room(mapped, end):
             raise OSError(errno.EIO, f"could not reserve {mapped.path} up to {end}")
 
     def reserve_now(self, mapped: MappedFile, end: int) -> None:
-        """Reserve ``mapped`` up to ``end`` in the caller's thread, for writers that cannot wait (replicated
-        bytes, recovery, the bare append of tools): ``posix_fallocate`` of just what is missing, no warm-up
-        (the write that needs it faults those pages in anyway), then the window in the background as
-        usual. Raises OSError (ENOSPC on a full disk). Blocking, and rare: the window normally stays ahead."""
+        """Reserve ``mapped`` up to ``end`` in the caller's thread: ``posix_fallocate`` of just what is missing,
+        no warm-up (the write that needs it faults those pages in anyway), then the window in the background as
+        usual. Raises OSError (ENOSPC on a full disk). Blocking: it is for recovery, which runs in a thread of
+        its own before the store serves anything, and for the bare appends of tools and tests. A running
+        store's writers never get here (puts and a slave's replicated bytes and their dispatch wait for the
+        allocation thread instead: ``wait_room``, ``CommitLog.wait_raw_room``, ``ConsumeQueue.prepare_unit``)."""
         if end > mapped.reserved:
             try:
                 mapped.reserve(_unreserved_from(mapped), end, warm=False)

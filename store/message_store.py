@@ -142,7 +142,7 @@ class MessageStore:
         self._cq_flush = self._services.add_child(FlushConsumeQueueService(
             self._queues.__iter__, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
             interval_ms=cfg.flush_interval_consume_queue_ms, least_pages=cfg.flush_consume_queue_least_pages,
-            thorough_ms=cfg.flush_consume_queue_thorough_interval_ms))
+            thorough_ms=cfg.flush_consume_queue_thorough_interval_ms, indexed_offset=self._indexed_offset))
         self.retention = self._services.add_child(RetentionService(
             cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._on_disk_full,
             recheck=self._recheck_space))
@@ -422,20 +422,54 @@ class MessageStore:
         """Slave side of replication: append bytes received from the master at ``offset`` (which must
         be this log's max offset) and dispatch every record they complete. False when the offset does
         not match or the bytes are not valid records (then nothing past the last valid record is
-        kept); the caller reconnects and reports its real max offset. Commit-log files are created
-        ahead in the background; the first consume-queue file of a queue the slave has never seen is
-        created inline (a one-off ~0.1 ms).
+        kept); the caller reconnects and reports its real max offset.
 
-        With ``dispatch`` False the bytes are only appended: call :meth:`dispatch_replicated` soon after
-        (the slave acknowledges a transfer between the two, as RocketMQ's slave does before its reput)."""
+        The replication client first makes sure of :meth:`commit_log_room` (awaiting
+        :meth:`wait_commit_log_room`) and passes ``dispatch`` False, then calls :meth:`dispatch_replicated`
+        (it acknowledges the transfer between the two, as RocketMQ's slave does before its reput): then
+        nothing blocks the loop. A bare call (tools, tests) gets any missing file or reservation, of the
+        commit log or a consume queue, made inline (blocking)."""
         if self._state is not _State.RUNNING or not self._reput.append(offset, data):
             return False
-        return self._reput.dispatch() if dispatch else True
+        return self._reput.dispatch(inline=True) if dispatch else True
 
     def dispatch_replicated(self) -> bool:
         """Check and index the records appended by :meth:`append_to_commit_log` since the last dispatch;
-        False when they are not valid records (nothing past the last valid one is kept)."""
+        False when they are not valid records (nothing past the last valid one is kept). Never blocks: it
+        stops at a record whose consume queue needs a file or room (:attr:`dispatch_waiting`; await
+        :meth:`prepare_dispatch` and call again)."""
         return self._state is _State.RUNNING and self._reput.dispatch()
+
+    def commit_log_room(self, offset: int, size: int) -> bool:
+        """Slave side: True when :meth:`append_to_commit_log` of ``size`` bytes at ``offset`` will not block
+        (its file exists and the bytes are reserved); otherwise what is missing is asked for in the
+        background and the caller awaits :meth:`wait_commit_log_room` before appending. Never blocks."""
+        return self.commit_log.raw_room(offset, size)
+
+    async def wait_commit_log_room(self, offset: int, size: int) -> None:
+        """Wait until :meth:`commit_log_room` holds (raises OSError: ENOSPC on a full disk)."""
+        await self.commit_log.wait_raw_room(offset, size)
+
+    def _indexed_offset(self) -> int:
+        """Commit-log offset before which every record is in its consume queue (the checkpoint's logics
+        offset): the max offset, or the record a slave's dispatch waits at."""
+        return self._reput.offset if self._reput.waiting is not None else self.commit_log.max_offset
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """Bytes of the commit log not yet in their consume queues (RocketMQ's ``dispatchBehindBytes``): 0 but
+        while a slave's dispatch waits for a consume-queue file or room."""
+        return self.commit_log.max_offset - self._indexed_offset()
+
+    @property
+    def dispatch_waiting(self) -> bool:
+        """True when the last :meth:`dispatch_replicated` stopped at a record whose consume queue needs a file
+        or room first (await :meth:`prepare_dispatch`, then dispatch again)."""
+        return self._reput.waiting is not None
+
+    async def prepare_dispatch(self) -> None:
+        """Make, in the allocation thread, what the stopped dispatch needs (raises OSError)."""
+        await self._reput.prepare()
 
     def reset_commit_log(self, offset: int) -> bool:
         """Slave side: drop the whole commit log and start an empty one whose first file begins at
