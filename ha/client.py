@@ -12,6 +12,14 @@ it has heard nothing from for ``ha_housekeeping_interval``. The socket reads str
 ``append_to_commit_log`` as a view of that buffer (one copy, socket buffer -> mapped file). The store is
 seen through :class:`ha.ports.SlaveLog`: append, index, restart at a file boundary, and its bounds.
 
+Nothing here blocks the event loop on the disk. Before a transfer is appended the store says whether its
+bytes are reserved (``commit_log_room``); when the slave's window is behind (a master faster than the slave's
+allocation thread, or a file still being made) the link stops reading from the socket and a task awaits the
+store (``wait_commit_log_room``), so the master's sends back up in TCP instead; the dispatch likewise stops at
+a record whose consume queue needs a file or room and awaits ``prepare_dispatch``. While the disk is full the
+wait is retried every second, said once in the log, and nothing is written (no torn record); the link keeps
+reporting its offset, so the master keeps it, and it catches up once space returns.
+
 An acknowledgement means what it means in RocketMQ: the bytes are in the slave's commit log. The records
 are checked and dispatched to the consume queues right after, once per read (``dispatch_replicated``), so
 the master's wait does not include the slave's per-record work (1,000 pipelined 128-byte sends to a
