@@ -60,7 +60,7 @@ def _watch_slave_file_work(monkeypatch: pytest.MonkeyPatch, calls: _Calls) -> No
     monkeypatch.setattr(mapped_file_module.MappedFile, "reserve", reserve)
     monkeypatch.setattr(mapped_file_module.MappedFile, "create", classmethod(create))
     monkeypatch.setattr(mapped_file_module.MappedFileQueue, "reserve_now", reserve_now)
-    monkeypatch.setattr(mapped_file_module.os, "posix_fallocate", fallocate)
+    monkeypatch.setattr(os, "posix_fallocate", fallocate)  # the module calls os.posix_fallocate
 
 
 def _count_waits(slave: MessageStore) -> dict[str, int]:
