@@ -1,4 +1,5 @@
-"""A full disk, for real: a broker on a 48 MiB tmpfs the test mounts, filled through sends.
+"""A full disk, for real: a broker on a 48 MiB tmpfs the test mounts, filled through sends; a disk above
+diskSpaceWarningLevelRatio (set low as a broker property); a slave whose disk fills while it replicates.
 
 Sends are refused with SERVICE_NOT_AVAILABLE (14) and a remark naming the disk, pulls keep working, nothing
 acknowledged is lost or torn, GET_BROKER_RUNTIME_INFO says ``diskFull``, and once the test frees space (it
@@ -18,6 +19,7 @@ import pytest
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from store.retention import disk_state
 from tests.broker.test_broker import send
 from tests.broker.test_consume import bodies, pull_request
 from tests.cluster import start_broker, start_namesrv
@@ -119,13 +121,14 @@ async def test_a_full_disk_refuses_sends_keeps_pulls_and_loses_nothing(small_dis
         await ns.stop()
 
 
-async def check_all_readable(client: RemotingClient, addr: str, acked: list[tuple[int, bytes]]) -> None:
+async def check_all_readable(client: RemotingClient, addr: str, acked: list[tuple[int, bytes]],
+                             topic: str = "Full") -> None:
     """Every acknowledged message, pulled over the wire, whole and in its place (each queue in order)."""
     by_queue_offset = dict(acked)
     got: dict[int, bytes] = {}
     offset = 0
     while len(got) < len(by_queue_offset):
-        resp = await client.invoke(addr, pull_request("Full", offset, max_nums=32))
+        resp = await client.invoke(addr, pull_request(topic, offset, max_nums=32))
         assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark, offset)
         batch = bodies(resp)
         assert batch
@@ -133,3 +136,51 @@ async def check_all_readable(client: RemotingClient, addr: str, acked: list[tupl
             got[offset] = body
             offset += 1
     assert got == by_queue_offset
+
+
+async def test_a_disk_above_the_warning_ratio_refuses_sends_until_restarted_with_a_higher_ratio(
+        tmp_path: Path) -> None:
+    """diskSpaceWarningLevelRatio set (as a broker property) below what the host's disk uses: sends get 14 with
+    a remark naming the ratio, pulls work; the ratio is read at start, as RocketMQ's system property is, so the
+    broker restarted with the default ratio (90) takes sends again, and nothing acknowledged is lost."""
+    ns = await start_namesrv(tmp_path)
+    store = str(tmp_path / "ratio-store")
+    fast = {"store_path_root_dir": store, "clean_resource_interval_ms": 100}
+    broker = await start_broker(tmp_path, "broker-r", ns.addr, disk_space_warning_level_ratio=None, **fast)
+    client = RemotingClient()
+    try:
+        acked = [(int(ok.ext_fields["queueOffset"]), body) for body in (b"one", b"two")
+                 if (ok := await send(client, broker.addr, "Ratio", body)).ext_fields is not None]
+        assert len(acked) == 2
+        await broker.stop()
+        used = disk_state(store).ratio * 100
+        if used < 2:
+            pytest.skip(f"the disk holding {store} is only {used:.1f} % used: no ratio below it to set")
+        low = {"diskSpaceWarningLevelRatio": str(max(1, int(used) - 1))}
+        broker = await start_broker(tmp_path, "broker-r", ns.addr, low, disk_space_warning_level_ratio=None, **fast)
+
+        async def refused() -> bool:  # from the first retention tick on (the ratio is checked there)
+            resp = await send(client, broker.addr, "Ratio", b"before the tick")
+            if resp.code == ResponseCode.SUCCESS and resp.ext_fields is not None:
+                acked.append((int(resp.ext_fields["queueOffset"]), b"before the tick"))
+            return resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+        await eventually(refused, timeout=5, interval=0.05, message="sends refused above the ratio")
+        resp = await send(client, broker.addr, "Ratio", b"refused")
+        assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        remark = resp.remark or ""
+        assert "disk is full" in remark and "diskSpaceWarningLevelRatio" in remark, remark
+        info = await runtime_info(client, broker.addr)
+        assert info["diskFull"] == "true" and info["storeWritable"] == "false"
+        await check_all_readable(client, broker.addr, acked, "Ratio")  # pulls keep working
+        await broker.stop()
+
+        broker = await start_broker(tmp_path, "broker-r", ns.addr, disk_space_warning_level_ratio=None, **fast)
+        ok = await send(client, broker.addr, "Ratio", b"three")
+        assert ok.code == ResponseCode.SUCCESS and ok.ext_fields is not None, (ok.code, ok.remark)
+        acked.append((int(ok.ext_fields["queueOffset"]), b"three"))
+        await check_all_readable(client, broker.addr, acked, "Ratio")
+    finally:
+        await client.close()
+        await broker.stop()
+        await ns.stop()
