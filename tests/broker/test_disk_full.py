@@ -13,6 +13,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,7 +146,7 @@ async def test_a_disk_above_the_warning_ratio_refuses_sends_until_restarted_with
     broker restarted with the default ratio (90) takes sends again, and nothing acknowledged is lost."""
     ns = await start_namesrv(tmp_path)
     store = str(tmp_path / "ratio-store")
-    fast = {"store_path_root_dir": store, "clean_resource_interval_ms": 100}
+    fast: dict[str, Any] = {"store_path_root_dir": store, "clean_resource_interval_ms": 100}
     broker = await start_broker(tmp_path, "broker-r", ns.addr, disk_space_warning_level_ratio=None, **fast)
     client = RemotingClient()
     try:
