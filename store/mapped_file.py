@@ -346,6 +346,7 @@ class MappedFileAllocator:
         self._take_timeout = take_timeout
         self._pending: dict[str, concurrent.futures.Future[MappedFile]] = {}
         self.on_no_space: NoSpaceHandler | None = None
+        self._no_space_said = False
 
     def request(self, path: str, file_size: int, *, warm: bool,
                 reserve: int = 0) -> concurrent.futures.Future[MappedFile] | None:
@@ -401,11 +402,16 @@ class MappedFileAllocator:
             except OSError as exc:
                 self.report_failure(mapped.path, exc)
                 raise
+            self._no_space_said = False
 
     def report_failure(self, path: str, exc: OSError) -> None:
-        """Log a failed creation or reservation; tell :attr:`on_no_space` when the disk is full."""
-        log.error("mapped_file_reservation_failed", path=path, error=str(exc))
-        if is_no_space(exc) and self.on_no_space is not None:
+        """Log a failed creation or reservation (a full disk once, until a reservation succeeds again: the
+        writers retry while it lasts); tell :attr:`on_no_space` when the disk is full."""
+        no_space = is_no_space(exc)
+        if not (no_space and self._no_space_said):
+            log.error("mapped_file_reservation_failed", path=path, error=str(exc))
+        self._no_space_said = no_space
+        if no_space and self.on_no_space is not None:
             self.on_no_space(path, exc)
 
     def _allocate(self, path: str, file_size: int, warm: bool, reserve: int,

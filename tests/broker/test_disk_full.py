@@ -9,17 +9,22 @@ skipped with the reason otherwise. The mount and everything on it go in teardown
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.config import BrokerRole
+from broker.controller import BrokerController
+from ha import client as ha_client_module
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from store import mapped_file as mapped_file_module
 from store.retention import disk_state
 from tests.broker.test_broker import send
 from tests.broker.test_consume import bodies, pull_request
@@ -184,4 +189,86 @@ async def test_a_disk_above_the_warning_ratio_refuses_sends_until_restarted_with
     finally:
         await client.close()
         await broker.stop()
+        await ns.stop()
+
+
+class _Events:
+    """A stand-in for a module's structlog logger that records (level, event) and binds to itself."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def bind(self, **_kw: Any) -> _Events:
+        return self
+
+    def _record(self, level: str) -> Callable[..., None]:
+        return lambda event, *_a, **_kw: self.seen.append((level, event))
+
+    def __getattr__(self, level: str) -> Callable[..., None]:
+        return self._record(level)
+
+    def count(self, event: str) -> int:
+        return sum(1 for _level, name in self.seen if name == event)
+
+
+def _written(broker: BrokerController) -> bytes:
+    """The commit log's written bytes, file after file (the slave's start offset is the master's: 0)."""
+    assert broker.store is not None
+    out = bytearray()
+    for mapped in broker.store.commit_log.queue.files:
+        out += mapped.view[:mapped.wrote_position]
+    return bytes(out)
+
+
+async def test_a_slave_whose_disk_fills_stops_replicating_cleanly_and_catches_up(
+        small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ASYNC_MASTER keeps taking sends while its slave's disk (a 48 MiB tmpfs) is full; the slave says so
+    once, writes nothing it could not reserve (its bytes stay a prefix of the master's), keeps its connection,
+    and once space is freed catches up to a byte-identical commit log."""
+    link_log, file_log = _Events(), _Events()
+    monkeypatch.setattr(ha_client_module, "log", link_log)
+    monkeypatch.setattr(mapped_file_module, "log", file_log)
+    filler = small_disk / "filler"
+    fill(filler, 40 << 20)  # a few MiB left for the slave
+    ns = await start_namesrv(tmp_path)
+    sizes: dict[str, Any] = {"mapped_file_size_commit_log": 1 << 20, "reserve_window_commit_log": 256 << 10,
+                             "reserve_window_consume_queue": 16 << 10}
+    master = await start_broker(tmp_path, "broker-s", ns.addr, broker_role=BrokerRole.ASYNC_MASTER, **sizes)
+    slave = await start_broker(tmp_path, "broker-s", ns.addr, broker_role=BrokerRole.SLAVE, broker_id=1,
+                               store_path_root_dir=str(small_disk / "slave-store"), **sizes)
+    client = RemotingClient()
+    acked: list[tuple[int, bytes]] = []
+    try:
+        assert master.store is not None and slave.store is not None and slave.ha_client is not None
+        await eventually(lambda: slave.ha_client is not None and slave.ha_client.connected, timeout=10,
+                         message="slave connected")
+        for i in range(1600):  # ~12.8 MB: more than the slave's disk has left
+            body = i.to_bytes(4, "big") * (BODY // 4)
+            resp = await send(client, master.addr, "SlaveFull", body)
+            assert resp.code == ResponseCode.SUCCESS, (i, resp.code, resp.remark)  # the master keeps serving
+            assert resp.ext_fields is not None
+            acked.append((int(resp.ext_fields["queueOffset"]), body))
+        slave_store, master_store = slave.store, master.store
+        await eventually(lambda: link_log.count("slave_store_cannot_reserve_replication_paused") == 1,
+                         timeout=10, message="the slave said its disk is full")
+        assert slave_store.max_phy_offset < master_store.max_phy_offset
+        stuck_at = slave_store.max_phy_offset
+        await asyncio.sleep(2.5)  # two more retries of the slave's wait: still stuck, not said again
+        assert slave_store.max_phy_offset == stuck_at and slave.ha_client.connected
+        assert link_log.count("slave_store_cannot_reserve_replication_paused") == 1
+        assert file_log.count("mapped_file_reservation_failed") == 1
+        assert _written(slave) == _written(master)[:stuck_at]  # nothing torn, nothing past what was reserved
+        await check_all_readable(client, master.addr, acked, "SlaveFull")
+
+        filler.unlink()
+        await eventually(lambda: slave_store.max_phy_offset == master_store.max_phy_offset, timeout=20,
+                         message="slave caught up after space returned")
+        assert link_log.count("slave_store_space_back_replication_resumed") == 1
+        assert _written(slave) == _written(master)
+        await eventually(lambda: slave_store.dispatch_behind_bytes == 0, message="slave dispatched")
+        assert slave_store.get_max_offset_in_queue("SlaveFull", 0) == len(acked)
+    finally:
+        await client.close()
+        await slave.stop()
+        await master.stop()
         await ns.stop()
