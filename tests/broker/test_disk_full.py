@@ -272,3 +272,45 @@ async def test_a_slave_whose_disk_fills_stops_replicating_cleanly_and_catches_up
         await slave.stop()
         await master.stop()
         await ns.stop()
+
+
+async def test_a_sync_master_whose_slave_disk_fills_answers_slave_timeout_then_recovers(
+        small_disk: Path, tmp_path: Path) -> None:
+    """The same on a SYNC_MASTER: once the slave cannot store, sends are stored on the master but answered
+    FLUSH_SLAVE_TIMEOUT (or SLAVE_NOT_AVAILABLE), as RocketMQ answers them; once space is freed the slave
+    catches up byte-identical and sends are answered SUCCESS again."""
+    filler = small_disk / "filler"
+    fill(filler, 40 << 20)
+    ns = await start_namesrv(tmp_path)
+    sizes: dict[str, Any] = {"mapped_file_size_commit_log": 1 << 20, "reserve_window_commit_log": 256 << 10,
+                             "reserve_window_consume_queue": 16 << 10}
+    master = await start_broker(tmp_path, "broker-t", ns.addr, {"slaveTimeout": "300"},
+                                broker_role=BrokerRole.SYNC_MASTER, **sizes)
+    slave = await start_broker(tmp_path, "broker-t", ns.addr, broker_role=BrokerRole.SLAVE, broker_id=1,
+                               store_path_root_dir=str(small_disk / "slave-store"), **sizes)
+    client = RemotingClient()
+    try:
+        assert master.store is not None and slave.store is not None
+        master_store, slave_store = master.store, slave.store
+        await eventually(lambda: slave.ha_client is not None and slave.ha_client.connected, timeout=10,
+                         message="slave connected")
+        answer = None
+        for i in range(1600):
+            resp = await send(client, master.addr, "SyncFull", i.to_bytes(4, "big") * (BODY // 4))
+            if resp.code != ResponseCode.SUCCESS:
+                answer = resp
+                break
+        assert answer is not None, "the slave's disk never filled"
+        assert answer.code in (ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE), answer.code
+        assert slave_store.max_phy_offset < master_store.max_phy_offset
+        filler.unlink()
+        await eventually(lambda: slave_store.max_phy_offset == master_store.max_phy_offset, timeout=20,
+                         message="slave caught up after space returned")
+        assert _written(slave) == _written(master)
+        after = await send(client, master.addr, "SyncFull", b"after")
+        assert after.code == ResponseCode.SUCCESS, (after.code, after.remark)
+    finally:
+        await client.close()
+        await slave.stop()
+        await master.stop()
+        await ns.stop()
