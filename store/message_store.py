@@ -441,9 +441,7 @@ class MessageStore:
         return self._state is _State.RUNNING and self._reput.dispatch()
 
     def commit_log_room(self, offset: int, size: int) -> bool:
-        """Slave side: True when :meth:`append_to_commit_log` of ``size`` bytes at ``offset`` will not block
-        (its file exists and the bytes are reserved); otherwise what is missing is asked for in the
-        background and the caller awaits :meth:`wait_commit_log_room` before appending. Never blocks."""
+        """Slave side: True when appending ``size`` bytes at ``offset`` will not block (``CommitLog.raw_room``)."""
         return self.commit_log.raw_room(offset, size)
 
     async def wait_commit_log_room(self, offset: int, size: int) -> None:
@@ -451,8 +449,7 @@ class MessageStore:
         await self.commit_log.wait_raw_room(offset, size)
 
     def _indexed_offset(self) -> int:
-        """Commit-log offset before which every record is in its consume queue (the checkpoint's logics
-        offset): the max offset, or the record a slave's dispatch waits at."""
+        """Offset before which every record is indexed: the max, or the record a slave's dispatch waits at."""
         return self._reput.offset if self._reput.waiting is not None else self.commit_log.max_offset
 
     @property
@@ -463,8 +460,7 @@ class MessageStore:
 
     @property
     def dispatch_waiting(self) -> bool:
-        """True when the last :meth:`dispatch_replicated` stopped at a record whose consume queue needs a file
-        or room first (await :meth:`prepare_dispatch`, then dispatch again)."""
+        """True when the last :meth:`dispatch_replicated` stopped before a record (see :meth:`prepare_dispatch`)."""
         return self._reput.waiting is not None
 
     async def prepare_dispatch(self) -> None:
