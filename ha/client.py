@@ -12,6 +12,14 @@ it has heard nothing from for ``ha_housekeeping_interval``. The socket reads str
 ``append_to_commit_log`` as a view of that buffer (one copy, socket buffer -> mapped file). The store is
 seen through :class:`ha.ports.SlaveLog`: append, index, restart at a file boundary, and its bounds.
 
+Nothing here blocks the event loop on the disk. Before a transfer is appended the store says whether its
+bytes are reserved (``commit_log_room``); when the slave's window is behind (a master faster than the slave's
+allocation thread, or a file still being made) the link stops reading from the socket and a task awaits the
+store (``wait_commit_log_room``), so the master's sends back up in TCP instead; the dispatch likewise stops at
+a record whose consume queue needs a file or room and awaits ``prepare_dispatch``. While the disk is full the
+wait is retried every second, said once in the log, and nothing is written (no torn record); the link keeps
+reporting its offset, so the master keeps it, and it catches up once space returns.
+
 An acknowledgement means what it means in RocketMQ: the bytes are in the slave's commit log. The records
 are checked and dispatched to the consume queues right after, once per read (``dispatch_replicated``), so
 the master's wait does not include the slave's per-record work (1,000 pipelined 128-byte sends to a
@@ -31,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
 from common.logs import get_logger
@@ -46,6 +54,9 @@ log = get_logger("ha.client")
 
 AddressProvider = Callable[[], str | None]
 """Returns the master's HA address (``host:port``) or None when there is no master now."""
+
+_SPACE_RETRY_S = 1.0
+"""While the slave's store cannot make room (a full disk), how often it tries again."""
 
 _REPORT_BACKLOG_LIMIT = 64 * 1024
 """Skip an offset report while this much is already queued toward the master (it is not reading; the next
@@ -69,6 +80,17 @@ class _MasterLink(asyncio.BufferedProtocol):
         #: bytes appended on this connection
         self.appended = 0
         self.log: Any = log.bind(master=address, role="slave")
+        #: reading stopped by ``HAClient.pause`` (the store's waits do not resume it)
+        self.user_paused = False
+        #: True while the store cannot make room (a full disk): logged once per episode
+        self.waiting_for_space = False
+        self._held: Transfer | None = None
+        self._waiter: asyncio.Task[None] | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """True while reading is stopped for the store to make room."""
+        return self._waiter is not None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
@@ -81,23 +103,92 @@ class _MasterLink(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_read_time = self.loop.time()
-        decoder = self.decoder
         try:
-            decoder.buffer_updated(nbytes)
-            appended = self.appended
-            while (transfer := decoder.next_transfer()) is not None:
-                if not self._apply(transfer):
-                    self.close()
-                    return
-                if transfer.body:
-                    self.report()
-            if self.appended != appended and not self._dispatch():
-                self.close()
-                return
+            self.decoder.buffer_updated(nbytes)
         except HAProtocolError as exc:
             self.log.error("bad_data_from_master", error=str(exc))
             self.close()
             return
+        self._drain()
+
+    def _drain(self) -> None:
+        """Append (and acknowledge) every complete transfer received, then index what they appended. Where the
+        store must first make a file or reserve room (its window is behind a fast master), reading stops and a
+        task waits for the store's allocation thread; the master's sends then back up in TCP. Never blocks."""
+        decoder = self.decoder
+        appended = self.appended
+        try:
+            while (transfer := self._held or decoder.next_transfer()) is not None:
+                self._held = None
+                applied = self._apply(transfer)
+                if applied is None:
+                    self._held = transfer  # a view of the decoder's buffer: valid while reading is paused
+                    self._wait(self._store.wait_commit_log_room(transfer.from_offset, len(transfer.body)))
+                    break
+                if not applied:
+                    self.close()
+                    return
+                if transfer.body:
+                    self.report()
+        except HAProtocolError as exc:
+            self.log.error("bad_data_from_master", error=str(exc))
+            self.close()
+            return
+        if (self.appended != appended or self._store.dispatch_waiting) and not self._dispatch():
+            self.close()
+            return
+        if self._store.dispatch_waiting and self._waiter is None:
+            self._wait(self._store.prepare_dispatch())
+
+    def _wait(self, waiting: Coroutine[Any, Any, None]) -> None:
+        """Stop reading until ``waiting`` (the store making room) is done, then go on with what is buffered."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+        if self._waiter is not None:  # already waiting (for the other kind of room): this one comes after
+            waiting.close()
+            return
+        self._waiter = self.loop.create_task(self._resume_after(waiting))
+
+    async def _resume_after(self, waiting: Coroutine[Any, Any, None]) -> None:
+        try:
+            await self._store_room(waiting)
+        except Exception:  # a bug rather than the disk: start over on a new connection
+            self.log.exception("slave_store_wait_failed")
+            self.close()
+            return
+        self._waiter = None
+        if self.closed.done():
+            return
+        self.last_read_time = self.loop.time()  # we chose not to read: that was no silence of the master's
+        self._drain()
+        if self._waiter is None and not self.user_paused and self.transport is not None \
+                and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    async def _store_room(self, waiting: Coroutine[Any, Any, None]) -> None:
+        """Await the store's room, retrying while the disk is full."""
+        while True:
+            try:
+                await waiting
+                break
+            except OSError as exc:
+                # A full disk (or a file that cannot be made): nothing was written for these bytes. Said once;
+                # the wait is retried until space returns, reporting our offset meanwhile so the master keeps us.
+                if not self.waiting_for_space:
+                    self.waiting_for_space = True
+                    self.log.error("slave_store_cannot_reserve_replication_paused", error=str(exc),
+                                   max_offset=self._store.max_phy_offset)
+                await asyncio.sleep(_SPACE_RETRY_S)
+                waiting = self._retry_wait()
+        if self.waiting_for_space:
+            self.waiting_for_space = False
+            self.log.warning("slave_store_space_back_replication_resumed", max_offset=self._store.max_phy_offset)
+
+    def _retry_wait(self) -> Coroutine[Any, Any, None]:
+        held = self._held
+        if held is not None:
+            return self._store.wait_commit_log_room(held.from_offset, len(held.body))
+        return self._store.prepare_dispatch()
 
     def eof_received(self) -> bool:
         return False
@@ -117,6 +208,9 @@ class _MasterLink(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         """Close at once."""
+        if self._waiter is not None:
+            self._waiter.cancel()
+            self._waiter = None
         if self.transport is not None:
             self.transport.abort()
         if not self.closed.done():
@@ -124,14 +218,20 @@ class _MasterLink(asyncio.BufferedProtocol):
 
     # ============================================================================ transfers
 
-    def _apply(self, transfer: Transfer) -> bool:
-        """Check and append one transfer; False closes the connection."""
+    def _apply(self, transfer: Transfer) -> bool | None:
+        """Check and append one transfer; False closes the connection, None: the store must make room first
+        (nothing done yet; the same transfer is applied again after)."""
         store = self._store
         offset = transfer.from_offset
-        own = store.max_phy_offset
-        if offset != own and not self._realign(offset, own):
-            return False
         body = transfer.body
+        if body and not store.commit_log_room(offset, len(body)):
+            return None
+        own = store.max_phy_offset
+        if offset != own:
+            if not self._realign(offset, own):
+                return False
+            if body and not store.commit_log_room(offset, len(body)):
+                return None  # the restarted log's first window
         if body:
             if not store.append_to_commit_log(offset, body, dispatch=False):
                 self.log.error("replicated_data_refused", offset=offset, size=len(body),
@@ -226,6 +326,8 @@ class HAClient(Service):
         reports continue, so the master keeps the connection. For maintenance and fault tests."""
         self._paused = True
         link = self._link
+        if link is not None:
+            link.user_paused = True
         if link is not None and link.transport is not None and not link.transport.is_closing():
             link.transport.pause_reading()
 
@@ -233,7 +335,9 @@ class HAClient(Service):
         """Undo :meth:`pause`."""
         self._paused = False
         link = self._link
-        if link is not None and link.transport is not None and not link.transport.is_closing():
+        if link is not None:
+            link.user_paused = False
+        if link is not None and not link.waiting and link.transport is not None and not link.transport.is_closing():
             link.transport.resume_reading()
 
     async def stop(self) -> None:
@@ -318,6 +422,7 @@ class HAClient(Service):
         self.connect_count += 1
         self._link = link
         if self._paused and link.transport is not None:
+            link.user_paused = True
             link.transport.pause_reading()
         link.log.info("master_connected", max_offset=self._store.max_phy_offset)
         return link
@@ -329,7 +434,7 @@ class HAClient(Service):
         while not link.closed.done():
             now = loop.time()
             silent = now - link.last_read_time
-            if silent > cfg.ha_housekeeping_interval:
+            if silent > cfg.ha_housekeeping_interval and not link.waiting:
                 link.log.warning("master_silent", silent_s=round(silent, 3))
                 return
             if now - link.last_report_time >= cfg.ha_send_heartbeat_interval:

@@ -82,6 +82,24 @@ class SlaveLog(Protocol):
         are cut)."""
         ...
 
+    def commit_log_room(self, offset: int, size: int) -> bool:
+        """True when appending ``size`` bytes at ``offset`` will not block; otherwise await
+        :meth:`wait_commit_log_room` first. Never blocks."""
+        ...
+
+    async def wait_commit_log_room(self, offset: int, size: int) -> None:
+        """Wait until :meth:`commit_log_room` holds (raises OSError)."""
+        ...
+
+    @property
+    def dispatch_waiting(self) -> bool:
+        """True when the last dispatch stopped before a record that needs :meth:`prepare_dispatch`."""
+        ...
+
+    async def prepare_dispatch(self) -> None:
+        """Make what the stopped dispatch needs, off the event loop (raises OSError)."""
+        ...
+
     def reset_commit_log(self, offset: int) -> bool:
         """Drop the log and restart it empty at ``offset``, a file boundary at or past its max offset."""
         ...

@@ -48,7 +48,7 @@ from common.record import (
 )
 from common.sysflag import MessageSysFlag
 from store.config import StoreConfig
-from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue
+from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue, wait_shared
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.results import AppendMessageResult, AppendMessageStatus
 
@@ -406,11 +406,45 @@ class CommitLog:
             self._tag_codes[value] = code
         return code
 
+    def raw_room(self, offset: int, size: int) -> bool:
+        """True when :meth:`append_raw` of ``size`` bytes at ``offset`` (a slave's transfer: it never crosses a
+        file boundary) will neither create a file nor reserve in the caller's thread. Never blocks: it rolls
+        to a next file that is already created, and asks the allocator's thread for a missing file or
+        reservation (:meth:`wait_raw_room` waits for them)."""
+        queue = self.queue
+        mapped = queue.last
+        if mapped is not None and mapped.is_full and offset == mapped.file_end_offset:
+            created = queue.request_file(offset)
+            if created is not None and not created.done():
+                return False
+            mapped = queue.roll()  # takes the file just created: no blocking
+        if mapped is None or not mapped.file_from_offset <= offset < mapped.file_end_offset:
+            if offset % self.file_size or offset < self.max_offset:
+                return True  # no file starts there: append_raw (or the client's check) refuses the bytes
+            # an empty log, or a restart at a file boundary: its first file is made in the allocator's thread
+            created = queue.request_file(offset, reserve=offset % self.file_size + size + queue.window)
+            return created is None or created.done()
+        end = min(offset + size, mapped.file_end_offset) - mapped.file_from_offset
+        return end <= mapped.limit or queue.make_room(mapped, end)
+
+    async def wait_raw_room(self, offset: int, size: int) -> None:
+        """Wait (without blocking the loop) until :meth:`raw_room` holds (raises OSError, e.g. ENOSPC)."""
+        queue = self.queue
+        while not self.raw_room(offset, size):
+            mapped = queue.last
+            if mapped is not None and mapped.file_from_offset <= offset < mapped.file_end_offset:
+                await queue.wait_room(mapped, min(offset + size, mapped.file_end_offset) - mapped.file_from_offset)
+                continue
+            created = queue.request_file(offset)
+            if created is not None:
+                await wait_shared(created)
+
     def append_raw(self, offset: int, data: bytes | memoryview) -> bool:
         """Slave side: write bytes received from the master at exactly ``offset``, which must be the
         current max offset (or, on an empty log, the start of a file). False when it is not; the caller
         then drops the connection and reports its real offset. Raises OSError if a file cannot be made or
-        reserved: a slave cannot wait, so where the window is behind it reserves in this thread (rare)."""
+        reserved. The replication client makes sure of :meth:`raw_room` first, so that nothing here blocks;
+        a caller that did not (tools, tests) gets the file or the reservation made in its thread."""
         view = memoryview(data)
         if not self.queue.files:
             if offset % self.file_size:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from common.logs import get_logger
 from store.config import CQ_STORE_UNIT_SIZE
-from store.mapped_file import DEFAULT_WINDOW, MappedFile, MappedFileAllocator, MappedFileQueue
+from store.mapped_file import DEFAULT_WINDOW, MappedFile, MappedFileAllocator, MappedFileQueue, wait_shared
 
 log = get_logger("store.consume_queue")
 
@@ -110,6 +110,35 @@ class ConsumeQueue:
             return False
         end = tail.wrote_position + UNIT_SIZE
         return end <= tail.limit or (end <= self.file_size and self.queue.make_room(tail, end))
+
+    def can_put(self, index: int) -> bool:
+        """True when :meth:`put` of unit ``index`` will neither create a file nor reserve in the caller's thread
+        (the unit is there already, or it and any blank units before it fit the reserved part of the last
+        file). Never blocks (it may ask for the next stretch in the background); :meth:`prepare_unit` makes
+        it true. A gap that reaches past the last file is left to :meth:`put` (only a damaged log has one)."""
+        tail = self.tail
+        if tail is None:
+            return False
+        byte = index * UNIT_SIZE
+        if byte < tail.file_from_offset + tail.wrote_position:
+            return True
+        end = byte + UNIT_SIZE - tail.file_from_offset
+        if end > self.file_size:  # a later file: the plain roll-over waits, a gap across files is put's
+            return not (tail.is_full and byte < tail.file_end_offset + self.file_size)
+        return end <= tail.limit or self.queue.make_room(tail, end)
+
+    async def prepare_unit(self, index: int) -> None:
+        """Create (in the allocator's thread) the file unit ``index`` goes into and wait until its room is
+        reserved, so that :meth:`can_put` holds (raises OSError)."""
+        future = self.request_file_for(index)
+        if future is not None:
+            await wait_shared(future)
+            self.prepare(index)
+        tail = self.tail
+        if tail is not None and not tail.is_full:
+            end = index * UNIT_SIZE + UNIT_SIZE - tail.file_from_offset
+            if 0 < end <= self.file_size:
+                await self.queue.wait_room(tail, end)
 
     async def wait_room(self) -> None:
         """Wait until the next unit has reserved room in the last file (raises OSError)."""

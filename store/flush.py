@@ -209,10 +209,14 @@ class FlushConsumeQueueService(PagedFlushService):
 
     def __init__(self, consume_queues: Callable[[], Iterable[ConsumeQueue]], commit_log: CommitLog,
                  executor: concurrent.futures.Executor, checkpoint: StoreCheckpoint, checkpoint_path: str,
-                 *, interval_ms: int, least_pages: int, thorough_ms: int) -> None:
+                 *, interval_ms: int, least_pages: int, thorough_ms: int,
+                 indexed_offset: Callable[[], int] | None = None) -> None:
         super().__init__(interval_ms=interval_ms, least_pages=least_pages, thorough_ms=thorough_ms)
         self._consume_queues = consume_queues
         self._commit_log = commit_log
+        #: commit-log offset before which every record is indexed (a slave's dispatch may be waiting for a
+        #: consume-queue file behind its appended bytes); the commit log's max offset when not given
+        self._indexed_offset = indexed_offset or (lambda: commit_log.max_offset)
         self._executor = executor
         self._checkpoint = checkpoint
         self._checkpoint_path = checkpoint_path
@@ -220,9 +224,10 @@ class FlushConsumeQueueService(PagedFlushService):
     async def flush(self, least_pages: int) -> None:
         """Flush the queues with at least ``least_pages`` dirty pages (all dirty ones for 0), then write
         the checkpoint. ``logics_offset`` becomes the commit-log offset before which every unit is on
-        disk: the current max, unless a queue left dirty holds a unit of an earlier record."""
-        capture = self._commit_log.max_offset
-        stamp = self._commit_log.last_store_timestamp
+        disk: the indexed offset (the max, or where a slave's dispatch waits), unless a queue left dirty holds
+        a unit of an earlier record."""
+        capture = self._indexed_offset()
+        stamp = self._commit_log.last_store_timestamp if capture == self._commit_log.max_offset else 0
         logics = capture
         flushed: list[tuple[MappedFileQueue, list[tuple[MappedFile, int]], int]] = []
         for cq in self._consume_queues():
@@ -238,7 +243,7 @@ class FlushConsumeQueueService(PagedFlushService):
                     logics = min(logics, CQ_UNIT.unpack(unit)[0])
         snapshot = StoreCheckpoint(
             physic_msg_timestamp=self._checkpoint.physic_msg_timestamp,
-            logics_msg_timestamp=stamp if logics == capture else self._checkpoint.logics_msg_timestamp,
+            logics_msg_timestamp=stamp if logics == capture and stamp else self._checkpoint.logics_msg_timestamp,
             index_msg_timestamp=self._checkpoint.index_msg_timestamp,
             physic_offset=self._checkpoint.physic_offset,
             logics_offset=logics,

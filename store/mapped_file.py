@@ -17,14 +17,24 @@ callers run them in a thread. Three measurements on this project's machine decid
   SIGBUS. Files are created sparse (their size costs no disk, as RocketMQ's default), and each
   :class:`MappedFileQueue` keeps a bounded *window* ahead of its write position reserved: in a background
   thread ``posix_fallocate`` reserves the blocks of the next stretch (a full disk then fails that call
-  cleanly with ENOSPC) and reading it with ``preadv`` (which releases the GIL, unlike
-  ``madvise``/``MAP_POPULATE``) puts its pages in the page cache, which brings the first-write cost down
-  to a minor fault. Writing zeros instead would also dirty every page, so a SYNC_FLUSH would have to
-  write them all. Writers never write past what is reserved: :meth:`MappedFileQueue.make_room` is the
-  non-blocking check (it asks for the next stretch when half the window is used; the window crosses into
-  the next file, which the allocator creates one ahead), and a writer it turns away waits for the
-  reservation (:meth:`MappedFileQueue.wait_room`) or, where it cannot wait (replicated bytes, recovery),
-  reserves the bytes it needs itself (:meth:`MappedFileQueue.reserve_now`, rare).
+  cleanly with ENOSPC) and ``posix_fadvise(WILLNEED)`` puts its pages in the page cache, which brings the
+  first-write cost down to a minor fault. Writing zeros instead would also dirty every page, so a
+  SYNC_FLUSH would have to write them all. Writers never write past what is reserved:
+  :meth:`MappedFileQueue.make_room` is the non-blocking check (it asks for the next stretch when half the
+  window is used; the window crosses into the next file, which the allocator creates one ahead), and a
+  writer it turns away waits for the reservation (:meth:`MappedFileQueue.wait_room`); only code that runs
+  before the store serves (recovery) reserves in its own thread (:meth:`MappedFileQueue.reserve_now`).
+* How the window is warmed decides the event loop's worst case (W3's maximum went from 5-12 ms to 23-87 ms
+  with a warm-up that read each 16 MiB stretch with one ``preadv``). Reading a reserved (unwritten) range
+  makes the kernel zero-fill its page-cache pages inside the call, in one stretch without a preemption
+  point: 20-25 ms of CPU per refill on this project's 2-CPU VM, during which the loop thread, runnable,
+  waited for a CPU (``perf sched timehist``: 30 ms of scheduling delay while the allocation thread ran
+  23.9 ms on the other CPU). ``preadv`` also zeroed a 16 MiB buffer under the GIL and read 8 MiB past the
+  window (``read_ahead_kb`` is 8192 here), leaving read-ahead marks whose hit by a write fault makes the
+  *loop* thread read (zero-fill) the next 8 MiB. So the window is warmed with ``posix_fadvise(WILLNEED)``
+  in 1 MiB steps (exactly the range, no read-ahead marks, no buffer, one short kernel stretch per step),
+  and the file being written is mapped ``MADV_RANDOM`` (a write fault on a page the warm-up has not reached
+  reads that page, not 8 MiB around it); a full file goes back to ``MADV_NORMAL`` for readers.
 * File creation uses a temporary name and a rename, so a crash never leaves a short file that the next
   start would have to guess about.
 
@@ -44,17 +54,23 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 from common.logs import get_logger
 from store.errors import StoreError
 
 log = get_logger("store.mapped_file")
+_T = TypeVar("_T")
 
 FILE_NAME_DIGITS = 20
 _CHUNK = 1 << 20
-_WARM_CHUNK = 16 << 20
-"""Big reads: between two reads the warming thread needs the GIL back, and a busy event loop hands it
-over only every switch interval (5 ms); with 1 MiB reads warming fell behind a 200 MB/s writer."""
+_WARM_STEP = 1 << 20
+"""Bytes warmed per ``posix_fadvise`` call: the kernel zero-fills a reserved range without a preemption point,
+so each call is one short stretch (~0.5 ms) after which the loop thread can have the CPU (see the module
+docstring). Between two calls the warming thread needs the GIL back (at most a 5 ms switch interval from a
+busy loop), so warming keeps up with >= 200 MB/s writers."""
+_HAS_FADVISE = hasattr(os, "posix_fadvise")
+_HAS_MADVISE = hasattr(mmap, "MADV_RANDOM")
 _ZEROS = bytes(_CHUNK)
 _PAGE = mmap.PAGESIZE
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -88,6 +104,13 @@ def _unreserved_from(mapped: MappedFile) -> int:
     written bytes of a file loaded at start-up have their blocks; reading them again would be waste)."""
     written = mapped.wrote_position
     return max(mapped.reserved, written - written % _PAGE)
+
+
+async def wait_shared(future: concurrent.futures.Future[_T]) -> _T:
+    """Await a future of the allocation thread that other writers may be awaiting too: a waiter that is
+    cancelled (a closed connection, a put given up) must not cancel the work the others wait for, as
+    ``asyncio.wrap_future`` alone would."""
+    return await asyncio.shield(asyncio.wrap_future(future))
 
 
 def fsync_dir(path: str) -> None:
@@ -201,15 +224,28 @@ class MappedFile:
             self.reserved = end
 
     def warm(self, start: int = 0, end: int | None = None) -> None:
-        """Bring ``[start, end)`` of the file into the page cache without dirtying it (see module
-        docstring). Blocking; safe while the event loop is already writing into the file (it only reads)."""
+        """Bring ``[start, end)`` of the file into the page cache without dirtying it, in short steps (see
+        the module docstring). Blocking; safe while the event loop is already writing into the file (the
+        kernel only adds pages that are missing)."""
         stop = self.file_size if end is None else min(end, self.file_size)
-        buf = bytearray(max(_PAGE, min(_WARM_CHUNK, stop - start)))
         pos = start - start % _PAGE
+        buf = None if _HAS_FADVISE else bytearray(_WARM_STEP)
         while pos < stop and not self._closed:
+            step = min(_WARM_STEP, stop - pos)
             with contextlib.suppress(OSError):
-                os.preadv(self.fd, [buf], pos)
-            pos += len(buf)
+                if buf is None:
+                    os.posix_fadvise(self.fd, pos, step, os.POSIX_FADV_WILLNEED)
+                else:  # pragma: no cover - no posix_fadvise (not Linux)
+                    os.preadv(self.fd, [memoryview(buf)[:step]], pos)
+            pos += step
+
+    def write_ahead_only(self, on: bool) -> None:
+        """``MADV_RANDOM`` while the file is being written (``on``): a fault reads just its page, never the
+        read-around (8 MiB here) that would zero-fill reserved pages on the event loop; ``MADV_NORMAL`` once
+        it is full, so readers of old data get read-ahead again. Cheap (flags of the mapping)."""
+        if _HAS_MADVISE and not self._closed:
+            with contextlib.suppress(OSError, ValueError):
+                self.mm.madvise(mmap.MADV_RANDOM if on else mmap.MADV_NORMAL)
 
     def close(self) -> bool:
         """Unmap and close. Returns False (and stays open) while a reader still holds a view of the
@@ -310,6 +346,7 @@ class MappedFileAllocator:
         self._take_timeout = take_timeout
         self._pending: dict[str, concurrent.futures.Future[MappedFile]] = {}
         self.on_no_space: NoSpaceHandler | None = None
+        self._no_space_said = False
 
     def request(self, path: str, file_size: int, *, warm: bool,
                 reserve: int = 0) -> concurrent.futures.Future[MappedFile] | None:
@@ -365,11 +402,16 @@ class MappedFileAllocator:
             except OSError as exc:
                 self.report_failure(mapped.path, exc)
                 raise
+            self._no_space_said = False
 
     def report_failure(self, path: str, exc: OSError) -> None:
-        """Log a failed creation or reservation; tell :attr:`on_no_space` when the disk is full."""
-        log.error("mapped_file_reservation_failed", path=path, error=str(exc))
-        if is_no_space(exc) and self.on_no_space is not None:
+        """Log a failed creation or reservation (a full disk once, until a reservation succeeds again: the
+        writers retry while it lasts); tell :attr:`on_no_space` when the disk is full."""
+        no_space = is_no_space(exc)
+        if not (no_space and self._no_space_said):
+            log.error("mapped_file_reservation_failed", path=path, error=str(exc))
+        self._no_space_said = no_space
+        if no_space and self.on_no_space is not None:
             self.on_no_space(path, exc)
 
     def _allocate(self, path: str, file_size: int, warm: bool, reserve: int,
@@ -523,6 +565,9 @@ class MappedFileQueue:
             self.flushed_where = start
         path = os.path.join(self.store_dir, file_name_for(start))
         mapped = self.allocator.take(path, self.mapped_file_size)
+        if last is not None:
+            last.write_ahead_only(False)
+        mapped.write_ahead_only(True)
         self.files.append(mapped)
         if request_next:
             self.request_next()
@@ -586,15 +631,17 @@ class MappedFileQueue:
                 return
             refill = self._refill
             if refill is not None:
-                await asyncio.wrap_future(refill)
+                await wait_shared(refill)
         if not self.make_room(mapped, end):
             raise OSError(errno.EIO, f"could not reserve {mapped.path} up to {end}")
 
     def reserve_now(self, mapped: MappedFile, end: int) -> None:
-        """Reserve ``mapped`` up to ``end`` in the caller's thread, for writers that cannot wait (replicated
-        bytes, recovery, the bare append of tools): ``posix_fallocate`` of just what is missing, no warm-up
-        (the write that needs it faults those pages in anyway), then the window in the background as
-        usual. Raises OSError (ENOSPC on a full disk). Blocking, and rare: the window normally stays ahead."""
+        """Reserve ``mapped`` up to ``end`` in the caller's thread: ``posix_fallocate`` of just what is missing,
+        no warm-up (the write that needs it faults those pages in anyway), then the window in the background as
+        usual. Raises OSError (ENOSPC on a full disk). Blocking: it is for recovery, which runs in a thread of
+        its own before the store serves anything, and for the bare appends of tools and tests. A running
+        store's writers never get here (puts and a slave's replicated bytes and their dispatch wait for the
+        allocation thread instead: ``wait_room``, ``CommitLog.wait_raw_room``, ``ConsumeQueue.prepare_unit``)."""
         if end > mapped.reserved:
             try:
                 mapped.reserve(_unreserved_from(mapped), end, warm=False)

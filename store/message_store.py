@@ -27,7 +27,7 @@ Disk. Files are sparse; what a store takes on disk is its data plus the reserved
 :mod:`store.mapped_file`). When a reservation or a file creation meets a full disk (ENOSPC), or the disk
 is above ``diskSpaceWarningLevelRatio`` (:mod:`store.retention`), the store stops taking puts
 (SERVICE_NOT_AVAILABLE, :attr:`MessageStore.not_writable_reason` says why) and keeps serving reads; every
-retention run re-checks, and puts are taken again once the reservation succeeds.
+retention run re-checks, and puts are taken again once the reservation succeeds (:mod:`store.disk_guard`).
 
 Recovery runs once, before any of them is used, in a thread of its own.
 """
@@ -41,7 +41,6 @@ import enum
 import fcntl
 import os
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 
@@ -52,6 +51,7 @@ from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.config import BrokerRole, FlushDiskType, StoreConfig
 from store.consume_queue import ConsumeQueue
+from store.disk_guard import DiskGuard
 from store.errors import StoreError, StoreNotRunningError
 from store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService, flush_commit_log
 from store.index import IndexService, QueryResult
@@ -87,25 +87,21 @@ class MessageStore:
         self._cq_alloc_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="store-cq-alloc")
         self._cl_allocator = MappedFileAllocator(self._alloc_executor)
         self._cq_allocator = MappedFileAllocator(self._cq_alloc_executor)
-        self._cl_allocator.on_no_space = self._cq_allocator.on_no_space = self._no_space_seen
         self.commit_log = CommitLog(config, self._cl_allocator)
+        self._guard = DiskGuard(self.commit_log, config.commit_log_dir, config.disk_space_warning_level_ratio,
+                                self._log, self._update_writable)
+        self._cl_allocator.on_no_space = self._cq_allocator.on_no_space = self._guard.no_space_seen
         self.checkpoint = StoreCheckpoint()
         self._checkpoint_path = os.path.join(config.store_path_root_dir, "checkpoint")
         self._abort_path = os.path.join(config.store_path_root_dir, "abort")
         self._lock_fd: int | None = None
         self._state = _State.NEW
-        self._disk_full = False
-        #: why the store stopped taking puts after a reservation or a creation met a full disk (None: it did not)
-        self._no_space: str | None = None
-        self._disk: DiskState | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread = 0
         self._is_slave = config.broker_role is BrokerRole.SLAVE
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later)
         self._listeners = StoreListeners(self._log)
         self._put = PutPath(config, self.commit_log, self._queues, self._listeners, lambda: self.is_running,
-                            self._log, self._no_space_seen)
+                            self._log, self._guard.no_space_seen)
         self._reput = Reput(self.commit_log, self._queues, self._listeners, self._cl_allocator, self._discard_later,
                             self._log)
         self._reader = MessageReader(config, self.commit_log, self._queues)
@@ -126,8 +122,8 @@ class MessageStore:
         """Lock the directory, recover, and start the flush and retention services."""
         if self._state is not _State.NEW:
             raise StoreError("a MessageStore is started once; create a new one")
-        loop = self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
+        loop = asyncio.get_running_loop()
+        self._guard.attach(loop)
         self._state = _State.STOPPED  # until recovery succeeds; a failed store is not started again
         try:
             await loop.run_in_executor(None, self._open_and_recover)
@@ -146,13 +142,13 @@ class MessageStore:
         self._cq_flush = self._services.add_child(FlushConsumeQueueService(
             self._queues.__iter__, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
             interval_ms=cfg.flush_interval_consume_queue_ms, least_pages=cfg.flush_consume_queue_least_pages,
-            thorough_ms=cfg.flush_consume_queue_thorough_interval_ms))
+            thorough_ms=cfg.flush_consume_queue_thorough_interval_ms, indexed_offset=self._indexed_offset))
         if self.index is not None:
             self._services.add_child(self.index)
             self._listeners.growth.append(self.index.on_growth)
         self.retention = self._services.add_child(RetentionService(
-            cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._on_disk_full,
-            recheck=self._recheck_space))
+            cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._guard.on_ratio,
+            recheck=self._guard.recheck))
         self._services.start()
         self._state = _State.RUNNING
         self._update_writable()
@@ -241,7 +237,7 @@ class MessageStore:
         costs ~25x a warm one); the next file requested. A full disk leaves the store not writable
         (it still serves reads). Blocking."""
         queue = self.commit_log.queue
-        self._disk = disk_state(self.config.commit_log_dir)
+        self._guard.disk = disk_state(self.config.commit_log_dir)
         try:
             if not queue.files or queue.files[-1].is_full:
                 queue.roll(queue.max_offset, request_next=False)
@@ -253,7 +249,7 @@ class MessageStore:
         except OSError as exc:
             if not is_no_space(exc):
                 raise
-            self._no_space_seen(self.config.commit_log_dir, exc)
+            self._guard.no_space_seen(self.config.commit_log_dir, exc)
 
     def _close_files(self, clean: bool) -> None:
         self._cl_allocator.close()
@@ -277,60 +273,17 @@ class MessageStore:
         for cq in self._queues:
             yield from cq.queue.files
 
-    def _on_disk_full(self, full: bool) -> None:
-        self._disk_full = full
-        self._update_writable()
-
-    def _no_space_seen(self, path: str, exc: OSError) -> None:
-        """A reservation or a file creation met a full disk (called from any thread)."""
-        reason = f"no space left on the disk of {path or self.config.commit_log_dir} ({exc.strerror or exc})"
-        loop = self._loop
-        if loop is None or threading.get_ident() == self._loop_thread:
-            self._set_no_space(reason)
-        elif not loop.is_closed():
-            loop.call_soon_threadsafe(self._set_no_space, reason)
-
-    def _set_no_space(self, reason: str | None) -> None:
-        """Enter or leave the full-disk state, logged once per transition."""
-        if (reason is None) != (self._no_space is None):
-            if reason is not None:
-                self._log.error("disk_full_refusing_puts", reason=reason)
-            else:
-                self._log.warning("disk_space_recovered_accepting_puts", dir=self.config.commit_log_dir)
-        self._no_space = reason
-        self._update_writable()
-
-    async def _recheck_space(self, disk: DiskState) -> None:
-        """Each retention run: remember the disk's state and, after a full disk, try the reservation again
-        once there is room for a window; puts are taken again when it succeeds."""
-        self._disk = disk
-        if self._no_space is None or disk.available < self.commit_log.queue.window:
-            return
-        queue = self.commit_log.queue
-        last = queue.last
-        try:
-            if last is not None and not last.is_full:
-                await queue.wait_room(last, min(last.file_size, last.wrote_position + queue.window // 2))
-        except OSError as exc:
-            self._log.warning("disk_still_full", error=str(exc), available=disk.available)
-            return
-        self._set_no_space(None)
-
     def _update_writable(self) -> None:
-        self._put.writable = (self._state is _State.RUNNING and not self._is_slave and not self._disk_full
-                              and self._no_space is None)
+        self._put.writable = self._state is _State.RUNNING and not self._is_slave and self._guard.ok
 
     @property
     def not_writable_reason(self) -> str | None:
         """Why puts are refused now (None while they are taken), for the answer's remark."""
         if self._put.writable:
             return None
-        if self._no_space is not None:
-            return f"the broker's disk is full: {self._no_space}"
-        if self._disk_full:
-            ratio = f"{self._disk.ratio:.1%}" if self._disk is not None else "above the limit"
-            return (f"the broker's disk is full: {self.config.commit_log_dir} is {ratio} used, above "
-                    f"diskSpaceWarningLevelRatio={self.config.disk_space_warning_level_ratio}")
+        disk = self._guard.reason()
+        if disk is not None:
+            return disk
         if self._is_slave:
             return "the store is a slave's"
         return "the store is not running"
@@ -338,12 +291,12 @@ class MessageStore:
     @property
     def disk_full(self) -> bool:
         """True while puts are refused for want of disk (a full disk met, or above the warning ratio)."""
-        return self._disk_full or self._no_space is not None
+        return self._guard.full
 
     @property
     def disk(self) -> DiskState | None:
         """The store's file system at the last check (start, then every retention run)."""
-        return self._disk
+        return self._guard.disk
 
     @property
     def is_running(self) -> bool:
@@ -435,20 +388,50 @@ class MessageStore:
         """Slave side of replication: append bytes received from the master at ``offset`` (which must
         be this log's max offset) and dispatch every record they complete. False when the offset does
         not match or the bytes are not valid records (then nothing past the last valid record is
-        kept); the caller reconnects and reports its real max offset. Commit-log files are created
-        ahead in the background; the first consume-queue file of a queue the slave has never seen is
-        created inline (a one-off ~0.1 ms).
+        kept); the caller reconnects and reports its real max offset.
 
-        With ``dispatch`` False the bytes are only appended: call :meth:`dispatch_replicated` soon after
-        (the slave acknowledges a transfer between the two, as RocketMQ's slave does before its reput)."""
+        The replication client first makes sure of :meth:`commit_log_room` (awaiting
+        :meth:`wait_commit_log_room`) and passes ``dispatch`` False, then calls :meth:`dispatch_replicated`
+        (it acknowledges the transfer between the two, as RocketMQ's slave does before its reput): then
+        nothing blocks the loop. A bare call (tools, tests) gets any missing file or reservation, of the
+        commit log or a consume queue, made inline (blocking)."""
         if self._state is not _State.RUNNING or not self._reput.append(offset, data):
             return False
-        return self._reput.dispatch() if dispatch else True
+        return self._reput.dispatch(inline=True) if dispatch else True
 
     def dispatch_replicated(self) -> bool:
         """Check and index the records appended by :meth:`append_to_commit_log` since the last dispatch;
-        False when they are not valid records (nothing past the last valid one is kept)."""
+        False when they are not valid records (nothing past the last valid one is kept). Never blocks: it
+        stops at a record whose consume queue needs a file or room (:attr:`dispatch_waiting`; await
+        :meth:`prepare_dispatch` and call again)."""
         return self._state is _State.RUNNING and self._reput.dispatch()
+
+    def commit_log_room(self, offset: int, size: int) -> bool:
+        """Slave side: True when appending ``size`` bytes at ``offset`` will not block (``CommitLog.raw_room``)."""
+        return self.commit_log.raw_room(offset, size)
+
+    async def wait_commit_log_room(self, offset: int, size: int) -> None:
+        """Wait until :meth:`commit_log_room` holds (raises OSError: ENOSPC on a full disk)."""
+        await self.commit_log.wait_raw_room(offset, size)
+
+    def _indexed_offset(self) -> int:
+        """Offset before which every record is indexed: the max, or the record a slave's dispatch waits at."""
+        return self._reput.offset if self._reput.waiting is not None else self.commit_log.max_offset
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """Bytes of the commit log not yet in their consume queues (RocketMQ's ``dispatchBehindBytes``): 0 but
+        while a slave's dispatch waits for a consume-queue file or room."""
+        return self.commit_log.max_offset - self._indexed_offset()
+
+    @property
+    def dispatch_waiting(self) -> bool:
+        """True when the last :meth:`dispatch_replicated` stopped before a record (see :meth:`prepare_dispatch`)."""
+        return self._reput.waiting is not None
+
+    async def prepare_dispatch(self) -> None:
+        """Make, in the allocation thread, what the stopped dispatch needs (raises OSError)."""
+        await self._reput.prepare()
 
     def reset_commit_log(self, offset: int) -> bool:
         """Slave side: drop the whole commit log and start an empty one whose first file begins at
@@ -584,7 +567,7 @@ class MessageStore:
             "syncFlushWaiters": self._group_commit.pending if self._group_commit else 0,
             "writable": self._put.writable,
             "diskFull": self.disk_full,
-            "commitLogDiskRatio": self._disk.ratio if self._disk is not None else 0.0,
+            "commitLogDiskRatio": self._guard.disk.ratio if self._guard.disk is not None else 0.0,
             "now": int(time.time() * 1000),
             **(self.index.stats() if self.index is not None else {}),
         }

@@ -11,7 +11,6 @@ The put path reads :attr:`ConsumeQueueTable.queues` itself (two dict lookups per
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Iterator
 
@@ -22,7 +21,7 @@ from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.delay import deliver_time
-from store.mapped_file import MappedFile, MappedFileAllocator
+from store.mapped_file import MappedFile, MappedFileAllocator, wait_shared
 
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TXN_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
@@ -119,11 +118,27 @@ class ConsumeQueueTable:
         cq = self.find_or_create(topic, queue_id)
         future = cq.request_file_for(self.next_queue_offset(topic, queue_id))
         if future is not None:
-            await asyncio.wrap_future(future)
+            await wait_shared(future)
             if self.queues.get(topic, {}).get(queue_id) is not cq:  # deleted meanwhile
                 return
             cq.prepare(self.next_queue_offset(topic, queue_id))  # takes the file just made
         await cq.wait_room()
+
+    def can_dispatch(self, request: DispatchRequest) -> bool:
+        """True when :meth:`dispatch` of ``request`` will neither create a file nor reserve in the caller's
+        thread (see ``ConsumeQueue.can_put``). Never blocks."""
+        txn = request.sys_flag & _TXN_MASK
+        if txn and txn != _TXN_COMMIT:
+            return True
+        queues = self.queues.get(request.topic)
+        cq = queues.get(request.queue_id) if queues is not None else None
+        return cq is not None and cq.can_put(request.consume_queue_offset)
+
+    async def prepare_dispatch(self, request: DispatchRequest) -> None:
+        """Make :meth:`can_dispatch` true for ``request``: its queue's file created and its unit's room
+        reserved, in the allocation thread (raises OSError)."""
+        cq = self.find_or_create(request.topic, request.queue_id)
+        await cq.prepare_unit(request.consume_queue_offset)
 
     def dispatch(self, request: DispatchRequest) -> bool:
         """Index a record found by recovery or received by a slave (idempotent); False for the halves of a

@@ -7,6 +7,10 @@ before its reput. Body CRCs are not checked (the bytes are the master's own reco
 codes and offsets are, so garbage ends the scan and is cut. :meth:`Reput.reset` restarts an empty log at a
 file boundary, when the master has nothing older to send.
 
+Nothing here blocks the event loop: the replication client asks :meth:`CommitLog.raw_room` before it appends
+(and stops reading from the master until the window covers the bytes), and a dispatch stops at a record whose
+consume queue needs a file or room, which :meth:`Reput.prepare` makes in the allocation thread.
+
 The store says whether it runs before it calls any of these.
 """
 
@@ -17,6 +21,7 @@ from collections.abc import Callable
 
 from structlog.typing import FilteringBoundLogger
 
+from common.record import DispatchRequest
 from store.commitlog import CommitLog
 from store.listeners import StoreListeners
 from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for
@@ -31,6 +36,8 @@ class Reput:
                  allocator: MappedFileAllocator, discard: Callable[[list[MappedFile]], None],
                  log: FilteringBoundLogger) -> None:
         self.offset = 0
+        #: the record the last dispatch stopped at because its consume queue needs a file or room first
+        self.waiting: DispatchRequest | None = None
         self._commit_log = commit_log
         self._queues = queues
         self._listeners = listeners
@@ -50,19 +57,27 @@ class Reput:
             return False
         return True
 
-    def dispatch(self) -> bool:
+    def dispatch(self, *, inline: bool = False) -> bool:
         """Index the records appended since the last dispatch and tell the growth listeners; False (and the
-        invalid tail cut) when they are not valid records."""
-        ok = self._reput()
+        invalid tail cut) when they are not valid records. It never blocks: at a record whose consume queue
+        needs a file or room it stops and sets :attr:`waiting` (await :meth:`prepare`, then dispatch again).
+        ``inline`` (the bare append of tools and tests) makes files and room in this thread instead."""
+        ok = self._reput(inline)
         if self._listeners.growth:
             self._listeners.notify_growth(self._commit_log.max_offset)
         return ok
 
-    def _reput(self) -> bool:
+    def _reput(self, inline: bool) -> bool:
         scanner = self._commit_log.scan(self.offset, check_crc=False, written_only=True)
-        dispatch = self._queues.dispatch
+        queues = self._queues
+        dispatch = queues.dispatch
+        ready = queues.can_dispatch
         notify = self._listeners.notify_arrival if self._listeners.arrival else None
+        self.waiting = None
         for request in scanner:
+            if not inline and not ready(request):
+                self.waiting = request  # the scan stopped before it: the next dispatch starts there
+                break
             if dispatch(request) and notify is not None:
                 notify(request.topic, request.queue_id, request.consume_queue_offset + 1, request.tags_code,
                        request.store_timestamp)
@@ -72,6 +87,13 @@ class Reput:
             self._discard(self._commit_log.truncate_written_tail(scanner.end_offset))
             return False
         return True
+
+    async def prepare(self) -> None:
+        """Create and reserve (in the allocation thread) what the record :meth:`dispatch` stopped at needs
+        (raises OSError); dispatch again after."""
+        waiting = self.waiting
+        if waiting is not None:
+            await self._queues.prepare_dispatch(waiting)
 
     def reset(self, offset: int) -> bool:
         """Drop the whole commit log and start an empty one whose first file begins at ``offset`` (see

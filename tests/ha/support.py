@@ -11,6 +11,7 @@ from typing import Any
 
 from ha import HAClient, HAConfig, HAService
 from store import BrokerRole, MessageStore, StoreConfig
+from tests.helpers import eventually
 from tests.store.support import msg
 
 CL_FILE = 64 * 1024
@@ -102,9 +103,11 @@ def queue_messages(store: MessageStore, topic: str, queue_id: int, start: int | 
     return out
 
 
-def assert_queues_serve_the_same(master: MessageStore, slave: MessageStore) -> int:
-    """For every queue the slave has, it serves exactly the master's messages from its first readable
-    offset to the end. Returns the number of messages compared."""
+async def assert_queues_serve_the_same(master: MessageStore, slave: MessageStore) -> int:
+    """Once the slave has indexed what it holds (its dispatch may wait for a consume-queue file after the
+    bytes are in), for every queue the slave has, it serves exactly the master's messages from its first
+    readable offset to the end. Returns the number of messages compared."""
+    await eventually(lambda: slave.dispatch_behind_bytes == 0, message="slave dispatched")
     total = 0
     assert set(slave.topics()) <= set(master.topics())
     for topic, queue_ids in master.topics().items():

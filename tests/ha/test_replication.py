@@ -27,7 +27,7 @@ async def test_stream_of_appends_gives_byte_identical_files(cluster: Cluster) ->
     assert master.max_phy_offset > 5 * CL_FILE
     compared = await assert_commit_logs_identical(master, slave)
     assert len(compared) >= 6 and slave.min_phy_offset == 0
-    assert assert_queues_serve_the_same(master, slave) == 480
+    assert await assert_queues_serve_the_same(master, slave) == 480
     assert check_consistency(slave) == 480
 
 
@@ -41,7 +41,7 @@ async def test_slave_started_late_catches_up(cluster: Cluster) -> None:
     append_messages(master, 300, seed=1)
     await eventually(lambda: slave.max_phy_offset == master.max_phy_offset, message="slave caught up again")
     await assert_commit_logs_identical(master, slave)
-    assert assert_queues_serve_the_same(master, slave) == 340
+    assert await assert_queues_serve_the_same(master, slave) == 340
 
 
 async def test_disconnected_slave_catches_up_across_files(cluster: Cluster) -> None:
@@ -56,7 +56,7 @@ async def test_disconnected_slave_catches_up_across_files(cluster: Cluster) -> N
     await eventually(lambda: slave.max_phy_offset == master.max_phy_offset, message="slave caught up")
     assert client2.connect_count == 1
     assert len(await assert_commit_logs_identical(master, slave)) >= 6
-    assert assert_queues_serve_the_same(master, slave) == 430
+    assert await assert_queues_serve_the_same(master, slave) == 430
 
 
 async def test_restarted_slave_resumes_from_its_own_max_offset(cluster: Cluster) -> None:
@@ -78,7 +78,7 @@ async def test_restarted_slave_resumes_from_its_own_max_offset(cluster: Cluster)
     [connection] = service.attached_slaves
     assert connection.read_service.request_offset == resumed_at
     await assert_commit_logs_identical(master, reopened)
-    assert assert_queues_serve_the_same(master, reopened) == 300
+    assert await assert_queues_serve_the_same(master, reopened) == 300
     check_consistency(reopened)
 
 
@@ -97,7 +97,7 @@ async def test_empty_slave_joins_at_the_masters_last_file(cluster: Cluster) -> N
     await eventually(lambda: slave.max_phy_offset == master.max_phy_offset, message="slave caught up")
     compared = await assert_commit_logs_identical(master, slave)
     assert int(compared[0]) == last_file
-    assert assert_queues_serve_the_same(master, slave) > 100
+    assert await assert_queues_serve_the_same(master, slave) > 100
 
 
 async def test_slave_behind_the_masters_oldest_file_is_resynced(cluster: Cluster) -> None:
@@ -121,7 +121,7 @@ async def test_slave_behind_the_masters_oldest_file_is_resynced(cluster: Cluster
     assert connection.read_service.request_offset == behind
     assert slave.min_phy_offset == master.min_phy_offset
     await assert_commit_logs_identical(master, slave)
-    assert assert_queues_serve_the_same(master, slave) > 0
+    assert await assert_queues_serve_the_same(master, slave) > 0
 
 
 async def test_update_master_address_connects_and_disconnects(cluster: Cluster) -> None:
@@ -213,4 +213,4 @@ async def test_slave_that_joined_late_restarts_at_its_own_offset(cluster: Cluste
     cluster.start_client(reopened, service)
     await eventually(lambda: reopened.max_phy_offset == master.max_phy_offset, message="slave caught up")
     await assert_commit_logs_identical(master, reopened)
-    assert assert_queues_serve_the_same(master, reopened) > 100
+    assert await assert_queues_serve_the_same(master, reopened) > 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import errno
 import os
 import threading
@@ -274,3 +275,46 @@ def test_allocator_reuses_an_existing_zero_file(tmp_path: Path) -> None:
     mapped = MappedFileAllocator(None).take(str(path), SIZE)
     assert os.stat(path).st_ino == inode
     mapped.close()
+
+
+def _vm_flags(mapped: MappedFile) -> list[str]:
+    """The kernel's VmFlags of the mapping of ``mapped`` (from /proc/self/smaps)."""
+    anchor = ctypes.c_char.from_buffer(mapped.mm)
+    address = ctypes.addressof(anchor)
+    del anchor  # release the export, or the file could not be closed
+    with open("/proc/self/smaps") as smaps:
+        inside = False
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                start, end = (int(x, 16) for x in head.split("-"))
+                inside = start <= address < end
+            elif inside and line.startswith("VmFlags:"):
+                return line.split()[1:]
+    raise AssertionError("mapping not found in /proc/self/smaps")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_the_file_being_written_is_mapped_random_read_until_the_next_roll(tmp_path: Path) -> None:
+    """A write fault on the file being written must not read around it (``MADV_RANDOM``: VmFlags ``rr``); once
+    full, the file reads ahead again for its readers."""
+    queue = MappedFileQueue(str(tmp_path), SIZE)
+    first = queue.roll()
+    assert "rr" in _vm_flags(first)
+    first.wrote_position = SIZE
+    second = queue.roll()
+    assert "rr" in _vm_flags(second) and "rr" not in _vm_flags(first)
+    for mapped in (first, second):
+        assert mapped.close()
+
+
+def test_warm_reads_a_reserved_range_in_steps_without_writing(tmp_path: Path) -> None:
+    """The warm-up only reads (fadvise): the file stays zeros and its disk use is what was reserved."""
+    mapped = MappedFile.create(str(tmp_path / file_name_for(0)), 4 << 20)
+    try:
+        mapped.reserve(0, 3 << 20, warm=True)  # three 1 MiB steps
+        assert mapped.reserved == 3 << 20
+        assert not any(mapped.view[:4 << 20])
+        assert os.stat(mapped.path).st_blocks * 512 <= (3 << 20) + 64 * 1024
+    finally:
+        assert mapped.close()
