@@ -72,6 +72,7 @@ class NetLink:
         self.root_if, self.ns_if = f"pc{pid}r", f"pc{pid}n"
         self.root_addr, self.ns_addr = self._free_subnet(pid)
         self.netem_on = False
+        self.netem_error = "not created yet"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(list(args), capture_output=True, text=True, timeout=15, check=False)
@@ -98,6 +99,17 @@ class NetLink:
         self._run(ip, "-n", self.name, "addr", "add", f"{self.ns_addr}/30", "dev", self.ns_if)
         self._run(ip, "-n", self.name, "link", "set", self.ns_if, "up")
         self._run(ip, "-n", self.name, "link", "set", "lo", "up")
+        self.netem_error = self._try_netem()
+
+    def _try_netem(self) -> str:
+        """Why netem cannot shape the pair ("" when it can): no ``tc``, or a kernel without sch_netem."""
+        if self.tc is None:
+            return "tc (iproute2) is not installed"
+        done = self._run(self.tc, "qdisc", "add", "dev", self.root_if, "root", "netem", "delay", "1ms", check=False)
+        if done.returncode != 0:
+            return f"tc netem failed: {done.stderr.strip() or done.returncode}"
+        self._run(self.tc, "qdisc", "del", "dev", self.root_if, "root", check=False)
+        return ""
 
     def set_link(self, up: bool) -> None:
         self._run(self.ip, "link", "set", self.root_if, "up" if up else "down")

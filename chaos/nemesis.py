@@ -70,8 +70,8 @@ class Nemesis:
         if kind in ("partition", "netem"):
             if link is None:
                 return "no network namespace (needs root and iproute2's ip)"
-            if kind == "netem" and link.tc is None:
-                return "tc (iproute2) is not installed"
+            if kind == "netem" and link.netem_error:
+                return link.netem_error
         return ""
 
     def _targets(self, kind: str) -> list[str]:
