@@ -22,6 +22,7 @@ Positions are read from the master when it could be read and from the slave othe
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -83,11 +84,27 @@ def check_duplicates(history: History) -> dict[str, Any]:
         seen[d.msg_id] += 1
         seen_at[(d.broker, d.queue_id, d.queue_offset)] += 1
     delivered_twice = {i: n for i, n in seen.items() if n > 1}
-    return {"log_duplicate_ids": len(in_log), "log_extra_copies": sum(n - 1 for n in in_log.values()),
+    return {"extra_deliveries_after": extra_after_fault(history),
+            "log_duplicate_ids": len(in_log), "log_extra_copies": sum(n - 1 for n in in_log.values()),
             "log_examples": _examples(in_log), "delivery_duplicate_ids": len(delivered_twice),
             "delivery_extra": sum(n - 1 for n in delivered_twice.values()),
             "redelivered_positions": sum(n - 1 for n in seen_at.values() if n > 1),
             "delivery_examples": _examples(delivered_twice)}
+
+
+def extra_after_fault(history: History) -> dict[str, int]:
+    """Deliveries of an id already delivered, counted by the last fault injected before them ("none": before
+    any fault): which faults cause redeliveries."""
+    faults = sorted((f.start, f"{f.kind} {f.target}") for f in history.faults if f.injected)
+    starts = [start for start, _ in faults]
+    counts: dict[str, int] = defaultdict(int)
+    delivered: set[str] = set()
+    for d in sorted(history.deliveries, key=lambda d: d.at):
+        if d.msg_id in delivered:
+            index = bisect_right(starts, d.at) - 1
+            counts[faults[index][1] if index >= 0 else "none"] += 1
+        delivered.add(d.msg_id)
+    return dict(counts)
 
 
 def check_delivery(history: History) -> dict[str, Any]:

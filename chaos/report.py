@@ -48,6 +48,7 @@ def render_table(summary: dict[str, Any]) -> str:
         ("stored although failed", str(loss["stored_although_failed"])),
         ("duplicates in log", f"{dup['log_duplicate_ids']} ids"),
         ("duplicate deliveries", f"{dup['delivery_extra']} extra ({dup['redelivered_positions']} same position)"),
+        ("  after fault", ", ".join(f"{k}: {v}" for k, v in sorted(dup["extra_deliveries_after"].items())) or "-"),
         ("readable never delivered", str(dlv["readable_never_delivered"])),
         ("delivered not readable", str(dlv["delivered_not_readable"])),
         ("inconsistent offsets", str(cons["inconsistent"])),

@@ -77,6 +77,9 @@ def test_duplicates_in_the_log_and_in_deliveries() -> None:
     dup = check_duplicates(h)
     assert dup["log_duplicate_ids"] == 1 and dup["log_examples"] == ["p0-s0-5"]
     assert dup["delivery_extra"] == 1 and dup["redelivered_positions"] == 1
+    assert dup["extra_deliveries_after"] == {"none": 1}
+    h.faults = [FaultEvent("kill", "broker-a", 15.0, 18.0)]
+    assert check_duplicates(h)["extra_deliveries_after"] == {"kill broker-a": 1}
 
 
 def test_readable_never_delivered_and_delivered_not_readable() -> None:
