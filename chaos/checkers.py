@@ -166,7 +166,8 @@ def check_availability(history: History) -> dict[str, Any]:
         per_fault.append({"kind": f.kind, "target": f.target, "start": round(f.start, 3), "end": round(end, 3),
                           "longest_gap_s": round(longest_gap(oks, f.start, end), 3),
                           "first_ok_after_heal_s": round(after[0] - end, 3) if after else None})
-    return {"longest_gap_s": round(longest_gap(oks, 0.0, history.duration), 3), "per_fault": per_fault}
+    sending_ended = max((s.end for s in history.sends), default=0.0)  # not the drain after it
+    return {"longest_gap_s": round(longest_gap(oks, 0.0, sending_ended), 3), "per_fault": per_fault}
 
 
 def longest_gap(times: Sequence[float], start: float, end: float) -> float:

@@ -10,6 +10,8 @@ stream a lower sequence number was answered before a higher one was sent (what t
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -103,6 +105,13 @@ class History:
     #: member name -> why it could not be read (a member that could not be read hides nothing silently).
     unread: dict[str, str] = field(default_factory=dict)
     duration: float = 0.0
+
+    def dump_lines(self) -> Iterator[str]:
+        """The whole history as JSON lines (``{"sends": {...}}`` ...), for a look after the run."""
+        for name, items in (("fault", self.faults), ("send", self.sends), ("delivery", self.deliveries),
+                            ("stored", self.stored)):
+            for item in items:
+                yield json.dumps({name: asdict(item)}, separators=(",", ":"))
 
     def to_json(self) -> dict[str, Any]:
         return {"duration": self.duration, "faults": [asdict(f) for f in self.faults], "unread": self.unread,

@@ -86,6 +86,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="chaos-out", help="directory for result.json, timeline.svg, table.txt")
     p.add_argument("--base-dir", help="where the cluster's stores go (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the stores (and print where they are)")
+    p.add_argument("--dump-history", action="store_true", help="also write every event to history.jsonl")
     p.add_argument("--echo", action="store_true", help="print the processes' output")
     p.add_argument("--client-log-level", default="WARNING", help="log level of the SDK clients (default WARNING)")
     args = p.parse_args(argv)
@@ -135,6 +136,13 @@ def write_outputs(out: Path, summary: dict[str, Any], table: str, svg: str) -> N
     (out / "result.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     (out / "table.txt").write_text(table + "\n", encoding="utf-8")
     (out / "timeline.svg").write_text(svg, encoding="utf-8")
+
+
+def write_history(path: Path, history: History) -> None:
+    """Every event as a JSON line. Blocking."""
+    with path.open("w", encoding="utf-8") as f:
+        for line in history.dump_lines():
+            f.write(line + "\n")
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -216,6 +224,8 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
     svg = render_svg(history.sends, history.faults, history.duration, title)
     out = Path(args.out)
     await asyncio.to_thread(write_outputs, out, summary, table, svg)
+    if args.dump_history:
+        await asyncio.to_thread(write_history, out / "history.jsonl", history)
     print(table, flush=True)
     if unread:
         say(f"!! members not read: {unread}")
