@@ -115,8 +115,11 @@ class RebalanceService(Service):
                 await self.rebalance()
             except Exception:
                 self._ctx.log.exception("rebalance_failed")
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that lands together
+            # with the wakeup, and the loop (so Service.stop, so the consumer's shutdown) never ended.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wakeup.wait(), self.config.rebalance_interval)
+                async with asyncio.timeout(self.config.rebalance_interval):
+                    await wakeup.wait()
 
     def watch_routes(self) -> None:
         """Ask for a fresh route of every subscribed topic whose route lacks a master it had (see the module
