@@ -56,6 +56,12 @@ def render_table(summary: dict[str, Any]) -> str:
         ("longest gap without SEND_OK", f"{avail['longest_gap_s']:.1f} s"),
         ("e2e latency p50 / p99 / max", f"{lat['p50_ms']:.0f} / {lat['p99_ms']:.0f} / {lat['max_ms']:.0f} ms"),
     ]
+    for key, text in (("drained", "consumers did not catch up within --drain"),
+                      ("consumers_stopped", "consumer shutdown hung (abandoned)")):
+        if summary.get(key) is False:
+            rows.append(("note", text))
+    if summary.get("unsettled_after_heal"):
+        rows.append(("note", f"not settled after healing: {summary['unsettled_after_heal']}"))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")

@@ -52,6 +52,8 @@ BROKER_PROPS = {
 }
 NAMESRV_PROPS = {"scanNotActiveBrokerInterval": "1000", "brokerChannelExpiredTime": "10000"}
 SETTLE_TIMEOUT = 60.0
+#: A consumer shutdown that takes longer is reported (and abandoned), not waited for.
+CONSUMER_STOP_TIMEOUT = 30.0
 
 
 def say(text: str) -> None:
@@ -207,8 +209,11 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
     drained = await workload.drain(args.drain)
     members = [(c.spec.broker_name, c.spec.name, c.spec.role != "SLAVE", c.addr) for c in cluster.brokers()]
     stored, unread = await read_all(members, TOPIC, args.queues)
-    await workload.stop_consumers()
-    history = History(workload.sends, workload.deliveries, nemesis.faults, stored, unread, workload.now())
+    history = History(list(workload.sends), list(workload.deliveries), nemesis.faults, stored, unread,
+                      workload.now())
+    consumers_stopped = await workload.stop_consumers(CONSUMER_STOP_TIMEOUT)
+    if not consumers_stopped:
+        say(f"!! the consumers did not shut down within {CONSUMER_STOP_TIMEOUT:.0f} s")
     results = check_all(history)
     power_loss = any(f.kind == "powerloss" and f.injected for f in nemesis.faults)
     kind, no_loss = promise(args.preset, args.flush, overlap=args.overlap, power_loss=power_loss)
@@ -216,6 +221,7 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
         "preset": args.preset, "flush": args.flush, "seed": args.seed, "duration": history.duration,
         "overlap": args.overlap, "auto_batch": args.auto_batch, "promise": f"{kind}: {PROMISES[kind]}",
         "no_loss_promised": no_loss, "drained": drained, "unsettled_after_heal": unsettled,
+        "consumers_stopped": consumers_stopped,
         "dropped_events": workload.dropped_events, "history": history.to_json(), "results": results,
     }
     summary["problems"] = verdict(results, no_loss_promised=no_loss)

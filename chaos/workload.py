@@ -150,7 +150,14 @@ class Workload:
             await asyncio.sleep(0.5)
         return False
 
-    async def stop_consumers(self) -> None:
-        for consumer in self._consumers:
-            await consumer.shutdown()
+    async def stop_consumers(self, timeout: float) -> bool:
+        """Shut the consumers down; False when that took longer than ``timeout`` (then it is abandoned: a
+        hung shutdown is a finding, reported by the caller, not a reason to hang the run)."""
+        stopping = asyncio.ensure_future(asyncio.gather(*(c.shutdown() for c in self._consumers)))
+        done, _ = await asyncio.wait({stopping}, timeout=timeout)
         self._consumers.clear()
+        if stopping not in done:
+            stopping.cancel()
+            return False
+        stopping.result()
+        return True
