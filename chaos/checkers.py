@@ -67,10 +67,29 @@ def check_loss(history: History) -> dict[str, Any]:
     lost = acked - readable
     lost_not_ok = stored_not_ok - readable
     stored_failed = failed & readable
+    diverged = acked & only_on_diverged_slaves(history.stored)
     return {"attempted": len(sends), "acknowledged": len(acked), "stored_not_ok": len(stored_not_ok),
             "failed": len(failed), "lost": len(lost), "lost_examples": _examples(lost),
             "lost_stored_not_ok": len(lost_not_ok), "lost_stored_not_ok_examples": _examples(lost_not_ok),
-            "stored_although_failed": len(stored_failed), "stored_although_failed_examples": _examples(stored_failed)}
+            "stored_although_failed": len(stored_failed), "stored_although_failed_examples": _examples(stored_failed),
+            "acked_only_on_diverged_slave": len(diverged), "diverged_examples": _examples(diverged)}
+
+
+def only_on_diverged_slaves(stored: Iterable[StoredRecord]) -> set[str]:
+    """Ids no master holds that a slave holds only at positions where its master holds another id: readable
+    nowhere a consumer of the master would look (the master lost them, then reused their offsets)."""
+    masters: dict[Position, str] = {}
+    on_master: set[str] = set()
+    slave_copies: dict[str, list[Position]] = defaultdict(list)
+    for r in stored:
+        pos = (r.broker, r.queue_id, r.queue_offset)
+        if r.is_master:
+            masters[pos] = r.msg_id
+            on_master.add(r.msg_id)
+        else:
+            slave_copies[r.msg_id].append(pos)
+    return {i for i, where in slave_copies.items()
+            if i not in on_master and all(p in masters and masters[p] != i for p in where)}
 
 
 def check_duplicates(history: History) -> dict[str, Any]:

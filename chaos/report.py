@@ -45,6 +45,7 @@ def render_table(summary: dict[str, Any]) -> str:
                                      f"(stored-not-OK {loss['stored_not_ok']}, failed {loss['failed']})"),
         ("lost (SEND_OK)", str(loss["lost"])),
         ("lost (stored-not-OK)", str(loss["lost_stored_not_ok"])),
+        ("SEND_OK only on a diverged slave", str(loss["acked_only_on_diverged_slave"])),
         ("stored although failed", str(loss["stored_although_failed"])),
         ("duplicates in log", f"{dup['log_duplicate_ids']} ids"),
         ("duplicate deliveries", f"{dup['delivery_extra']} extra ({dup['redelivered_positions']} same position)"),

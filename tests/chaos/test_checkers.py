@@ -97,6 +97,14 @@ def test_inconsistent_offsets_between_master_and_slave_and_between_consumers() -
     h.stored.append(StoredRecord("broker-a", "broker-a-s", False, 0, 6, "p1-s0-0"))
     c = check_consistency(h)
     assert c["replica_mismatches"] == 1 and c["replica_examples"] == [["broker-a", 0, 6]]
+    # The master lost p0-s0-6 and reused its offset: only the slave has it, where the master has another id.
+    h.stored = [r for r in h.stored if r.msg_id != "p0-s0-6"]
+    h.stored.append(StoredRecord("broker-a", "broker-a-s", False, 0, 6, "p0-s0-6"))
+    h.stored = [r for r in h.stored if not (r.member == "broker-a-s" and r.msg_id == "p1-s0-0")]
+    h.stored = [r for r in h.stored if not (r.is_master and r.queue_offset == 6)]
+    h.stored.append(StoredRecord("broker-a", "broker-a", True, 0, 6, "p1-s0-0"))
+    loss = check_loss(h)
+    assert loss["lost"] == 0 and loss["acked_only_on_diverged_slave"] == 1 and loss["diverged_examples"] == ["p0-s0-6"]
     h2 = clean_history()
     h2.deliveries.append(Delivery(40.0, "c1", "p0-s0-9", "broker-a", 0, 8))  # offset 8 seen holding 9
     c2 = check_consistency(h2)
