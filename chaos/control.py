@@ -184,17 +184,22 @@ def _cut_file(path: Path, keep: int) -> None:
             remaining -= n
 
 
-def drop_unflushed(store_dir: str) -> dict[str, int]:
-    """After a SIGKILL: keep only what the checkpoint says was flushed (see the module docstring). Blocking.
+def drop_unflushed(store_dir: str, durable_record: int = -1) -> dict[str, int]:
+    """After a SIGKILL: keep only what the checkpoint says was flushed (see the module docstring), and at
+    least the record starting at ``durable_record`` (-1: none) with everything before it. Blocking.
 
-    Returns the flushed commit-log offset, the bytes zeroed in the commit log and the consume-queue entries
-    zeroed."""
+    The checkpoint is rewritten once a second, so it lags what SYNC_FLUSH has already fsynced: a broker that
+    answered SEND_OK with SYNC_FLUSH had that record on disk, and the caller passes the last such record so
+    the cut is not harsher than a real power failure. Returns the offset kept, the bytes zeroed in the commit
+    log and the consume-queue entries zeroed."""
     root = Path(store_dir)
     checkpoint = StoreCheckpoint.load(str(root / "checkpoint"))
     flushed = checkpoint.physic_offset if checkpoint.has_offsets else 0
     logics = checkpoint.logics_offset if checkpoint.has_offsets else 0
-    dropped = 0
     commitlog = root / "commitlog"
+    if durable_record >= 0:
+        flushed = max(flushed, _record_end(commitlog, durable_record))
+    dropped = 0
     if commitlog.is_dir():
         for path in sorted(commitlog.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1):
             if not path.name.isdigit():
@@ -212,6 +217,19 @@ def drop_unflushed(store_dir: str) -> dict[str, int]:
             if path.is_file() and path.name.isdigit():
                 entries += _cut_consume_queue(path, logics)
     return {"flushed_offset": flushed, "commitlog_bytes_dropped": dropped, "cq_entries_dropped": entries}
+
+
+def _record_end(commitlog: Path, offset: int) -> int:
+    """The end of the record at commit-log ``offset`` (its first 4 bytes are its size); ``offset`` when the
+    file is missing."""
+    files = sorted((int(p.name), p) for p in commitlog.iterdir() if p.name.isdigit()) if commitlog.is_dir() else []
+    for start, path in reversed(files):
+        if start <= offset:
+            with path.open("rb") as f:
+                f.seek(offset - start)
+                size = int.from_bytes(f.read(4), "big", signed=True)
+            return offset + max(size, 0)
+    return offset
 
 
 def _used_bytes(path: Path, keep: int) -> int:

@@ -53,12 +53,14 @@ class Nemesis:
     """Injects faults into ``cluster`` until :meth:`heal`; every fault lands in :attr:`faults`."""
 
     def __init__(self, cluster: ChaosCluster, config: NemesisConfig, now: Callable[[], float],
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], durable_record: Callable[[str], int] = lambda _addr: -1) -> None:
         self.cluster = cluster
         self.config = config
         self.rng = random.Random(config.seed)
         self.now = now
         self.say = say
+        #: broker address -> commit-log offset of a record known to be on disk (-1: none); see drop_unflushed.
+        self.durable_record = durable_record
         self.faults: list[FaultEvent] = []
         self._busy: set[str] = set()
         self._healing = asyncio.Event()
@@ -143,9 +145,12 @@ class Nemesis:
         await self.cluster.restart(fault.target, RESTART_TIMEOUT)
 
     async def _powerloss(self, fault: FaultEvent, duration: float) -> None:
+        child = self.cluster.broker(fault.target)
+        durable = self.durable_record(child.addr)
         self.cluster.signal(fault.target, signal.SIGKILL)
         await self.cluster.wait_exit(fault.target, EXIT_TIMEOUT)
-        dropped = await asyncio.to_thread(drop_unflushed, self.cluster.broker(fault.target).spec.store_dir)
+        dropped = await asyncio.to_thread(drop_unflushed, child.spec.store_dir,
+                                          max(durable, self.durable_record(child.addr)))
         fault.note = ", ".join(f"{k}={v}" for k, v in dropped.items())
         await self._hold(duration)
         await self.cluster.restart(fault.target, RESTART_TIMEOUT)

@@ -189,8 +189,15 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
     t0 = time.monotonic()
     workload = Workload(WorkloadConfig(cluster.namesrv_addr, TOPIC, args.producers, args.streams, args.rate,
                                        args.consumers, args.auto_batch, args.send_timeout), t0)
+    sync_flush = args.flush == "SYNC_FLUSH"
+
+    def durable_record(addr: str) -> int:
+        """With SYNC_FLUSH a SEND_OK's record was on disk: a power loss keeps it (see drop_unflushed)."""
+        return workload.acked_offsets.get(addr, -1) if sync_flush else -1
+
     nemesis = Nemesis(cluster, NemesisConfig(args.kinds, args.seed, args.overlap, args.fault_min, args.fault_max,
-                                             args.gap_min, args.gap_max), workload.now, say)
+                                             args.gap_min, args.gap_max), workload.now, say,
+                      durable_record=durable_record)
     if why_no_netns and why_no_netns != "not asked for":
         say(f"partition and netem faults skipped: {why_no_netns}")
     await workload.start_consumers()

@@ -20,8 +20,18 @@ import time
 from dataclasses import dataclass
 
 from chaos.events import Delivery, SendEvent
-from client import ConsumeFromWhere, ConsumeResult, Message, MessageExt, MessageHandler, Producer, PushConsumer
+from client import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    Message,
+    MessageExt,
+    MessageHandler,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
 from client.core.errors import SendFailedError
+from common.record import decode_message_id
 from remoting.errors import PocketMQError
 
 __all__ = ["MAX_EVENTS", "Workload", "WorkloadConfig"]
@@ -52,6 +62,9 @@ class Workload:
         self.sends: list[SendEvent] = []
         self.deliveries: list[Delivery] = []
         self.dropped_events = 0
+        #: store address ("ip:port") -> the highest commit-log offset a SEND_OK named (from its offset msg id):
+        #: with SYNC_FLUSH that record was on disk when the broker answered (what a power loss must keep).
+        self.acked_offsets: dict[str, int] = {}
         self._producers: list[Producer] = []
         self._consumers: list[PushConsumer] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -120,10 +133,21 @@ class Workload:
             mq = result.message_queue
             event = SendEvent(msg_id, start, self.now(), result.status.name, mq.broker_name, mq.queue_id,
                               result.queue_offset)
+            if result.status is SendStatus.SEND_OK:
+                self._note_acked(result.offset_msg_id)
         if len(self.sends) < MAX_EVENTS:
             self.sends.append(event)
         else:
             self.dropped_events += 1
+
+    def _note_acked(self, offset_msg_id: str) -> None:
+        try:
+            ip, port, offset = decode_message_id(offset_msg_id.rsplit(",", 1)[-1])
+        except ValueError:
+            return
+        addr = f"{ip}:{port}"
+        if offset > self.acked_offsets.get(addr, -1):
+            self.acked_offsets[addr] = offset
 
     async def stop_producers(self) -> None:
         self._stop.set()

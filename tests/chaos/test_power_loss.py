@@ -44,3 +44,16 @@ def test_a_store_without_a_checkpoint_loses_everything(tmp_path: Path) -> None:
     log.write_bytes(b"\x05" * 4096)
     assert drop_unflushed(str(store))["commitlog_bytes_dropped"] == 4096
     assert log.read_bytes() == bytes(4096)
+
+
+def test_a_record_acknowledged_with_sync_flush_is_kept_past_a_lagging_checkpoint(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    log = store / "commitlog" / f"{0:020d}"
+    data = bytearray(b"\x03" * 1000 + bytes(FILE_SIZE - 1000))
+    data[600:604] = (200).to_bytes(4, "big")  # the record at 600 is 200 bytes long
+    log.write_bytes(bytes(data))
+    StoreCheckpoint(physic_offset=100, logics_offset=0, has_offsets=True).write(str(store / "checkpoint"))
+    dropped = drop_unflushed(str(store), durable_record=600)
+    assert dropped["flushed_offset"] == 800 and dropped["commitlog_bytes_dropped"] == 200
+    assert log.read_bytes()[:800] == bytes(data[:800]) and log.read_bytes()[800:] == bytes(FILE_SIZE - 800)
