@@ -30,6 +30,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "spark_jobs": frozenset({"common", "store"}),
     "broker": frozenset({"common", "remoting", "store", "ha"}),
     "admin": frozenset({"common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker"}),
+    "chaos": frozenset({"common", "remoting", "store", "client", "admin"}),
 }
 """Which of our packages each package may import (besides itself)."""
 

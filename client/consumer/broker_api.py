@@ -21,7 +21,7 @@ so the broker answers with JSON bodies; the others use the client's serialize ty
 
 from __future__ import annotations
 
-import random
+import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -312,33 +312,44 @@ class ConsumerAPI:
     # -- membership and locks ---------------------------------------------------------------------------
 
     async def consumer_id_list(self, topic: str) -> list[str]:
-        """GET_CONSUMER_LIST_BY_GROUP from one broker of ``topic`` (the next one if a broker fails); ``[]``
-        when the broker knows no consumer of the group (its SYSTEM_ERROR answer)."""
+        """The group's consumers: GET_CONSUMER_LIST_BY_GROUP to every broker group of ``topic`` at once (its
+        master, else a live member), and the union of the answers; a broker that knows no consumer of the
+        group (its SYSTEM_ERROR answer) adds none. Raises the last error when no broker answered.
+
+        Every broker, not one: a broker that has just restarted knows only the consumers that have
+        heartbeated it since, and one consumer that asked it alone took every queue while the others kept
+        theirs (``rmq-chaos`` found four queues read twice for 20 s after a master restart)."""
         route = self.instance.routes.subscribe_route(topic)
         if route is None or not route.broker_datas:
             raise BrokerNotFoundError(f"(any broker of {topic})")
-        brokers = list(route.broker_datas)
-        random.shuffle(brokers)
-        fields = ConsumerGroupRequestHeader(self.group).to_fields()
-        last_error: Exception | None = None
-        for broker in brokers:
-            addr = broker.master_addr() or broker.select_broker_addr()
-            if addr is None:
+        addrs = [a for a in (b.master_addr() or b.select_broker_addr() for b in route.broker_datas) if a is not None]
+        if not addrs:
+            raise BrokerNotFoundError(f"(any broker of {topic})")
+        answers = await asyncio.gather(*(self._consumer_ids_of(addr) for addr in addrs), return_exceptions=True)
+        ids: set[str] = set()
+        last_error: BaseException | None = None
+        answered = False
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, PocketMQError):
+                    raise answer
+                last_error = answer
                 continue
-            try:
-                response = await self._invoke(
-                    addr, self._request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, dict(fields), json=True), self.timeout)
-            except (RemotingConnectError, RemotingClosedError) as exc:
-                last_error = exc
-                continue
-            if response.code == ResponseCode.SUCCESS:
-                return decode_consumer_id_list(response.body)
-            if response.code == ResponseCode.SYSTEM_ERROR:
-                return []
-            last_error = error_for_response(response.code, response.remark, addr)
-        if last_error is not None:
+            answered = True
+            ids.update(answer)
+        if not answered and last_error is not None:
             raise last_error
-        raise BrokerNotFoundError(f"(any broker of {topic})")
+        return sorted(ids)
+
+    async def _consumer_ids_of(self, addr: str) -> list[str]:
+        fields = ConsumerGroupRequestHeader(self.group).to_fields()
+        response = await self._invoke(
+            addr, self._request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, dict(fields), json=True), self.timeout)
+        if response.code == ResponseCode.SUCCESS:
+            return decode_consumer_id_list(response.body)
+        if response.code == ResponseCode.SYSTEM_ERROR:
+            return []
+        raise error_for_response(response.code, response.remark, addr)
 
     async def lock_batch(self, mqs: Sequence[MessageQueue], client_id: str) -> set[MessageQueue]:
         """LOCK_BATCH_MQ for queues of one broker group, on its master: the queues this client now holds."""

@@ -16,7 +16,8 @@ Its keyword arguments are the fields of :class:`~client.consumer.config.Consumer
 (reference §8, §5.4), one module per part:
 
 * **Rebalance** (:mod:`client.consumer.rebalance`): which queues this consumer reads, every
-  ``rebalance_interval`` (20 s) and at once when the group or a route changes. BROADCASTING gives every
+  ``rebalance_interval`` (20 s) and at once when the group or a route changes; a route that lacks a master
+  it had is asked for again every second, so a restarted master is read again at once. BROADCASTING gives every
   consumer every queue and keeps offsets in a local file
   (:class:`~client.consumer.offset_store.LocalOffsetStore`).
 * **Pulling** (:mod:`client.consumer.pull_service`): one long-polling loop per assigned queue, with flow
@@ -57,7 +58,7 @@ from client.consumer.context import PushContext
 from client.consumer.offset_store import LocalOffsetStore, OffsetCommitter, OffsetTable, RemoteOffsetStore
 from client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from client.consumer.pull_service import PullService
-from client.consumer.rebalance import RebalanceService
+from client.consumer.rebalance import ROUTE_WATCH_INTERVAL, RebalanceService
 from client.consumer.selector import MessageSelector
 from client.consumer.subscription import build_subscription, consumer_data_json
 from client.consumer.types import ConsumeResult, ConsumeType, delay_level_for_retry
@@ -232,6 +233,7 @@ class PushConsumer(ClientMember):
                                     lambda: committer.commit_all(pulls.process_queues, final=False)))
         if config.orderly and config.clustering:
             services.add_child(periodic(f"lock-queues-{self.group}", REBALANCE_LOCK_INTERVAL, rebalance.lock_all))
+        services.add_child(periodic(f"route-watch-{self.group}", ROUTE_WATCH_INTERVAL, rebalance.watch_routes))
         self._parts = _Parts(context, consume, pulls, rebalance, services)
         admin_requests.install(instance)  # the broker's 220/221/307/309 on an administrator's behalf
         consume.start()

@@ -375,10 +375,11 @@ class MQClientInstance:
 
     async def probe_broker(self, addr: str) -> bool:
         """Whether the broker at ``addr`` answers now: one heartbeat (within ``namesrv_timeout``), which a
-        restarted broker needs anyway to know this client's groups."""
-        return await self._heartbeat_all([addr]) == 1
+        restarted broker needs anyway to know this client's groups. A failure is logged at debug level only:
+        the prober logs the broker's transitions (it asks every second)."""
+        return await self._heartbeat_all([addr], quiet=True) == 1
 
-    async def _heartbeat_all(self, addrs: list[str]) -> int:
+    async def _heartbeat_all(self, addrs: list[str], *, quiet: bool = False) -> int:
         if not addrs or self.idle:
             return 0
         consumer_data = []
@@ -388,13 +389,13 @@ class MQClientInstance:
             except Exception:  # a consumer's bug must not stop the heartbeats of the others
                 self.log.exception("consumer_data_failed", group=group)
         body = heartbeat_body(self.client_id, self._producers, consumer_data)
-        results = await asyncio.gather(*(self._heartbeat(addr, body) for addr in addrs))
+        results = await asyncio.gather(*(self._heartbeat(addr, body, quiet=quiet) for addr in addrs))
         return sum(results)
 
-    async def _heartbeat(self, addr: str, body: bytes) -> bool:
+    async def _heartbeat(self, addr: str, body: bytes, *, quiet: bool = False) -> bool:
         # JSON header and body, exactly what a Java client sends: every broker reads it.
         request = RemotingCommand.request(RequestCode.HEART_BEAT, None, body, serialize_type=SerializeType.JSON)
-        ok = await self._call(addr, request, failed="heartbeat_failed", refused="heartbeat_refused")
+        ok = await self._call(addr, request, failed="heartbeat_failed", refused="heartbeat_refused", quiet=quiet)
         if ok:
             self._heartbeated.add(addr)
         else:
@@ -406,18 +407,20 @@ class MQClientInstance:
                                           serialize_type=self.config.serialize_type)
         await self._call(addr, request, failed="unregister_client_failed", refused="unregister_client_refused")
 
-    async def _call(self, addr: str, request: RemotingCommand, *, failed: str, refused: str) -> bool:
+    async def _call(self, addr: str, request: RemotingCommand, *, failed: str, refused: str,
+                    quiet: bool = False) -> bool:
         """One request to a broker within ``namesrv_timeout``; a failure or refusal is logged (events
-        ``failed`` / ``refused``), not raised."""
+        ``failed`` / ``refused``; at debug level when ``quiet``), not raised."""
+        warn = self.log.debug if quiet else self.log.warning
         timeout = self.config.namesrv_timeout
         try:
             conn = await self.connect(addr, timeout)
             response = await conn.request(request, timeout)
         except PocketMQError as exc:
-            self.log.warning(failed, broker=addr, error=str(exc))
+            warn(failed, broker=addr, error=str(exc))
             return False
         if response.code != ResponseCode.SUCCESS:
-            self.log.warning(refused, broker=addr, code=response.code, remark=response.remark)
+            warn(refused, broker=addr, code=response.code, remark=response.remark)
             return False
         return True
 

@@ -13,6 +13,10 @@ so each round also asks for a fresh route (rate-limited by the instance to one p
 per topic) of every topic whose route names an unreachable broker, instead of waiting for the 30 s route
 poll. A route that brings a broker's master back, or names a new master, ends its isolation at once
 (:meth:`~client.producer.producer.Producer.update_topic_route`).
+
+The probe logs transitions, not probes: ``broker_unreachable`` once when a broker's first probe fails (the
+failed heartbeats themselves are debug-level), ``broker_restored`` once when it answers. A broker that
+leaves the unreachable set some other way (a new route) is forgotten, so its next outage is logged again.
 """
 
 from __future__ import annotations
@@ -44,11 +48,14 @@ class FaultProbe:
         self._ask = ask
         self._refresh = refresh
         self._log = log
+        #: Brokers whose failed probe was logged (bounded by the brokers isolated at once).
+        self._logged_down: set[str] = set()
 
     async def tick(self) -> None:
         """Refresh the routes naming an unreachable broker and probe every unreachable broker whose master
         address is known, in parallel."""
         names = self._strategy.latency_fault_tolerance.unreachable()
+        self._logged_down.intersection_update(names)
         if names:
             self._refresh(names)
             masters = self._masters()
@@ -58,4 +65,8 @@ class FaultProbe:
     async def _probe(self, name: str, addr: str) -> None:
         if await self._ask(addr):
             self._strategy.latency_fault_tolerance.remove(name)
+            self._logged_down.discard(name)
             self._log.info("broker_restored", broker=name, addr=addr, reason="probe_answered")
+        elif name not in self._logged_down:
+            self._logged_down.add(name)
+            self._log.warning("broker_unreachable", broker=name, addr=addr, probe_interval=PROBE_INTERVAL)

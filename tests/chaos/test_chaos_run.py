@@ -1,0 +1,46 @@
+"""A short chaos run (about a minute, fixed seed) against a real 2m-2s-sync cluster, as ``rmq-chaos`` runs it.
+
+Seed 2 with kill and stop faults draws, in this order: SIGKILL + restart of broker-b's master, SIGSTOP of
+broker-a's slave (its SYNC_MASTER then answers FLUSH_SLAVE_TIMEOUT) and SIGKILL + restart of a name server.
+The preset promises that nothing acknowledged is lost while faults do not overlap; the run must also find
+no inconsistent offsets, and the faults must really have been injected. Everything (processes, stores) is
+the harness's to clean up; the test checks the stores are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.procs import ROOT
+
+#: The whole run, cluster start to cleanup, must fit this (the brief's bound).
+WALL_LIMIT = 75.0
+
+
+def test_a_one_minute_chaos_run_loses_nothing_and_finds_no_inconsistency(tmp_path: Path) -> None:
+    out, base = tmp_path / "out", tmp_path / "cluster"
+    args = [sys.executable, "-m", "chaos", "--preset", "2m-2s-sync", "--seed", "2", "--faults", "kill,stop",
+            "--warmup", "3", "--duration", "36", "--gap-min", "3", "--gap-max", "6", "--fault-min", "3",
+            "--fault-max", "6", "--tail", "5", "--drain", "20", "--out", str(out), "--base-dir", str(base)]
+    started = time.monotonic()
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=WALL_LIMIT + 45, check=False)
+    wall = time.monotonic() - started
+    print(done.stdout)
+    print(done.stderr[-3000:])
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    summary = json.loads((out / "result.json").read_text())
+    results = summary["results"]
+    assert results["loss"]["lost"] == 0
+    assert results["consistency"]["inconsistent"] == 0
+    assert results["faults"]["kill"]["injected"] >= 2 and results["faults"]["stop"]["injected"] >= 1
+    assert {f["target"] for f in summary["history"]["faults"]} >= {"broker-b", "broker-a-s"}
+    assert results["loss"]["acknowledged"] > 1000 and summary["drained"]
+    assert results["delivery"]["readable_never_delivered"] == 0
+    assert not summary["history"]["unread"]
+    assert (out / "timeline.svg").read_text().startswith("<svg")
+    assert not base.exists() or not any(base.iterdir()), "the harness left its stores behind"
+    assert wall <= WALL_LIMIT, f"the chaos run took {wall:.0f} s"
