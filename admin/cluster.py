@@ -455,7 +455,8 @@ async def run_up(args: argparse.Namespace) -> int:
         print(f"rmq-cluster: {exc}", file=sys.stderr)
         return 1
     print(cluster.summary(), flush=True)
-    print(f"CLUSTER READY {cluster.namesrv_addr}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"CLUSTER READY {cluster.namesrv_addr}\n")  # one write: log lines of threads cannot split it
+    sys.stderr.flush()
     await stop.wait()
     cluster._say("stopping: brokers, then name servers")
     codes = await cluster.stop()

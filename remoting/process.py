@@ -51,7 +51,10 @@ async def serve(controller: Controller, ready_prefix: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"{ready_prefix} READY {controller.addr}", file=sys.stderr, flush=True)
+    # One write with its newline: print() writes the text and the newline apart, and a log line from another
+    # thread (the store's executors log too) could land between them and break the readiness line.
+    sys.stderr.write(f"{ready_prefix} READY {controller.addr}\n")
+    sys.stderr.flush()
     await stop.wait()
     await controller.stop()
 
