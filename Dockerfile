@@ -1,11 +1,13 @@
 # PocketMQ image: every process of the cluster (rmq-namesrv, rmq-broker, rmq-admin, rmq-cluster) from one image.
-# The install step is the Makefile's (python -m pip install of the project), without the dev extra.
+# The install step is the Makefile's (python -m pip install of the project), without the dev extra; setup.py builds
+# the compiled hot path where the image has a C compiler and Cython, and installs plain Python where not.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /opt/pocketmq
 
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
+COPY scripts ./scripts
 COPY common ./common
 COPY remoting ./remoting
 COPY store ./store
@@ -14,6 +16,7 @@ COPY broker ./broker
 COPY client ./client
 COPY ha ./ha
 COPY admin ./admin
+COPY chaos ./chaos
 COPY spark_jobs ./spark_jobs
 COPY benchmarks ./benchmarks
 COPY conf ./conf
