@@ -62,7 +62,7 @@ from store.put_path import PutOutcome, PutPath, ReplicaWaiter
 from store.queue_table import ConsumeQueueTable
 from store.reader import MessageFilter, MessageReader, RecordFilter
 from store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
-from store.reput import Reput
+from store.reput import Reput, make_cut_durable
 from store.results import GetMessageResult, PutMessageResult, PutMessageStatus
 from store.retention import DiskState, RetentionService, disk_state
 
@@ -115,6 +115,9 @@ class MessageStore:
         self.retention: RetentionService | None = None
         #: what the last start-up recovery did (for logs and tests)
         self.recovery_summary: dict[str, object] = {}
+        #: after an abnormal start, the commit log's max offset right after recovery: a slave may hold other
+        #: bytes past it (this store lost an unflushed tail), see ha.connection; None after a clean start
+        self.recovered_max: int | None = None
 
     # =================================================================================== lifecycle
 
@@ -197,6 +200,7 @@ class MessageStore:
         self._queues.load()
         plan = plan_recovery(self.commit_log, loaded, abnormal=abnormal, check_crc=cfg.check_crc_on_recover)
         replayed = apply_recovery(plan, self.commit_log, list(self._queues), self._queues.dispatch)
+        self.recovered_max = self.commit_log.max_offset if abnormal else None
         self.commit_log.topic_queue_table = rebuild_topic_queue_table(self._queues)
         for cq in self._queues:
             cq.correct_min_offset(self.commit_log.min_offset)
@@ -442,6 +446,22 @@ class MessageStore:
         False (and nothing changes) for any other offset. The old files are deleted in a thread; the
         new first file is taken from the allocator or, rarely, created here."""
         return self._state is _State.RUNNING and self._reput.reset(offset)
+
+    async def truncate_commit_log(self, offset: int) -> bool:
+        """Slave side: cut the commit log back to ``offset``, a record start before its max offset (the master
+        restarted with a shorter log and sends from there), with the consume-queue units and index walk past
+        it (:meth:`store.reput.Reput.truncate`), durably (:func:`store.reput.make_cut_durable`). False (nothing
+        changes) for any other offset. Append nothing until it returns."""
+        removed = self._reput.truncate(offset) if self._state is _State.RUNNING else None
+        if removed is None:
+            return False
+        if self.index is not None:
+            self.index.tail_cut(offset)
+        unclosed = await make_cut_durable(self.commit_log, removed, self.checkpoint, self._checkpoint_path,
+                                          self._flush_executor, self._io_executor)
+        if self.retention is not None:
+            self.retention.keep_unclosed(unclosed)
+        return True
 
     # ============================================================================ listener hooks
 

@@ -46,6 +46,7 @@ class FakeLog:
         self.config = Geometry()
         self.data = data
         self.min_phy_offset = 0
+        self.recovered_max: int | None = None
 
     @property
     def max_phy_offset(self) -> int:
