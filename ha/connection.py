@@ -14,8 +14,9 @@
   ``recovered_max`` (the max offset right after that recovery) is sent from ``recovered_max`` instead
   (``slave_ahead_of_master_recovery``): our slave cuts its log back there (:mod:`ha.client`) rather than
   keep records the master lost, at offsets it has since reused. Safe in every case, since the master holds
-  every byte from ``recovered_max`` on; the cost, bounded and only after an abnormal start, is sending
-  again what was written since the restart when a slave that already had it reconnects. Until the slave
+  every byte from ``recovered_max`` on; the cost, only after an abnormal start, is sending again what was
+  written since the restart (bounded by that, and by retention) each time a slave that already had it
+  reconnects: the master cannot tell such a slave from one still holding the lost tail. Until the slave
   has seen the rewind, a repeat of its old offset is ignored, not taken as an acknowledgement. A Java
   slave sees an offset mismatch and reconnects forever: it refuses instead of diverging. Without
   ``recovered_max`` (a clean start flushed everything) a report past the master's max still closes the
