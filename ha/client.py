@@ -31,8 +31,13 @@ Every transfer must start at the slave's own max offset. Two exceptions are part
 with an empty log that reported 0 is sent the master's last file, and a slave that asked for bytes the
 master has already deleted is sent the master's oldest file; in both cases the transfer starts at a
 file boundary beyond the slave's max offset, and the slave restarts its commit log there with the store's
-``reset_commit_log(offset)`` (logged loudly when that drops data). Any other mismatch closes the
-connection, and the next one reports the slave's real offset.
+``reset_commit_log(offset)`` (logged loudly when that drops data). A third: a master that restarted
+abnormally with a shorter log than ours (it lost an unflushed tail we hold) sends from the end of its
+recovered log, below our max offset; at a record we hold (at or past our min offset) our commit log and
+consume queues are cut back there with the store's ``truncate_commit_log`` (``commit_log_truncated_to_master``,
+logged loudly with the bytes dropped: records the master lost, at offsets it has since reused), reading
+stopped meanwhile, and replication goes on. Any other mismatch closes the connection, and the next one
+reports the slave's real offset.
 """
 
 from __future__ import annotations
@@ -86,6 +91,8 @@ class _MasterLink(asyncio.BufferedProtocol):
         self.waiting_for_space = False
         self._held: Transfer | None = None
         self._waiter: asyncio.Task[None] | None = None
+        #: the cut of our log back to the master's offset, to await before the held transfer
+        self._cut: Coroutine[Any, Any, None] | None = None
 
     @property
     def waiting(self) -> bool:
@@ -123,7 +130,8 @@ class _MasterLink(asyncio.BufferedProtocol):
                 applied = self._apply(transfer)
                 if applied is None:
                     self._held = transfer  # a view of the decoder's buffer: valid while reading is paused
-                    self._wait(self._store.wait_commit_log_room(transfer.from_offset, len(transfer.body)))
+                    cut, self._cut = self._cut, None
+                    self._wait(cut or self._store.wait_commit_log_room(transfer.from_offset, len(transfer.body)))
                     break
                 if not applied:
                     self.close()
@@ -227,6 +235,9 @@ class _MasterLink(asyncio.BufferedProtocol):
         if body and not store.commit_log_room(offset, len(body)):
             return None
         own = store.max_phy_offset
+        if store.min_phy_offset <= offset < own:
+            self._cut = self._truncate(offset, own)
+            return None  # the same transfer is applied again once the log ends at ``offset``
         if offset != own:
             if not self._realign(offset, own):
                 return False
@@ -247,6 +258,20 @@ class _MasterLink(asyncio.BufferedProtocol):
             return True
         self.log.error("replicated_data_invalid", max_offset=self._store.max_phy_offset)
         return False
+
+    async def _truncate(self, offset: int, own: int) -> None:
+        """Cut our log back to ``offset`` where the master sends from (see the module docstring); the
+        connection is closed when the store refuses (not a record start of ours) or fails."""
+        try:
+            done = await self._store.truncate_commit_log(offset)
+        except OSError as exc:
+            self.log.error("commit_log_truncation_failed", offset=offset, error=str(exc))
+            done = False
+        if not done:
+            self.log.error("transfer_offset_mismatch", offset=offset, max_offset=own)
+            self.close()
+            return
+        self.log.error("commit_log_truncated_to_master", offset=offset, max_offset=own, dropped_bytes=own - offset)
 
     def _realign(self, offset: int, own: int) -> bool:
         """The master sends from ``offset`` but our log ends at ``own``. Accept only a file boundary past

@@ -9,7 +9,18 @@
   max offset (apache/rocketmq#1155/#3015: any peer could otherwise fake acknowledgements and release
   SYNC_MASTER puts that no slave holds), later ones must never go backwards and never exceed what this
   connection has sent. A report that breaks a rule closes the connection, logged, before it can release
-  anyone.
+  anyone. One exception: after an ABNORMAL start the master may have lost an unflushed tail that a slave
+  still holds (power loss with ASYNC_FLUSH), so a slave whose first report is past the store's
+  ``recovered_max`` (the max offset right after that recovery) is sent from ``recovered_max`` instead
+  (``slave_ahead_of_master_recovery``): our slave cuts its log back there (:mod:`ha.client`) rather than
+  keep records the master lost, at offsets it has since reused. Safe in every case, since the master holds
+  every byte from ``recovered_max`` on; the cost, only after an abnormal start, is sending again what was
+  written since the restart (bounded by that, and by retention) each time a slave that already had it
+  reconnects: the master cannot tell such a slave from one still holding the lost tail. Until the slave
+  has seen the rewind, a repeat of its old offset is ignored, not taken as an acknowledgement. A Java
+  slave sees an offset mismatch and reconnects forever: it refuses instead of diverging. Without
+  ``recovered_max`` (a clean start flushed everything) a report past the master's max still closes the
+  connection (``ack_beyond_master_max``).
 * :class:`WriteSocketService` is the task that streams the commit log: it starts where the slave asked
   (a slave reporting 0 joins at the beginning of the master's last file; a slave asking for bytes the
   master has already deleted is resynced from the oldest file still there, apache/rocketmq#3388; if
@@ -67,6 +78,8 @@ class ReadSocketService:
         self.last_read_time = 0.0
         #: loop time the acknowledgement last reached the master's max offset (or of the first report)
         self.caught_up_time = 0.0
+        #: the slave's first report when it was past the master's recovery point: ignored until it changes
+        self._stale_report = -1
 
     def on_data(self, data: bytes) -> None:
         """Bytes read from the slave."""
@@ -83,14 +96,23 @@ class ReadSocketService:
 
     def _on_report(self, offset: int, now: float) -> None:
         connection = self._connection
+        if offset == self._stale_report:
+            return  # the slave has not yet seen the rewind to the master's recovery point
+        self._stale_report = -1
         master_max = self._commit_log.max_phy_offset
+        if self.request_offset < 0:
+            recovered = self._commit_log.recovered_max
+            if recovered is not None and offset > recovered:
+                connection.log.warning("slave_ahead_of_master_recovery", reported=offset, recovered_max=recovered,
+                                       master_max=master_max)
+                self._stale_report, offset = offset, recovered
         if offset > master_max:
             connection.close("ack_beyond_master_max", fault=True, reported=offset, master_max=master_max)
             return
         if self.request_offset < 0:
             self.request_offset = self.ack_offset = offset
             self.caught_up_time = now
-            connection.write_service.begin(offset)
+            connection.write_service.begin(offset, announce=self._stale_report >= 0)
         else:
             if offset < self.ack_offset:
                 connection.close("ack_went_backwards", fault=True, reported=offset)
@@ -125,13 +147,16 @@ class WriteSocketService(Service):
         #: handed to the transport; -1 until the slave's first report
         self.sent_offset = -1
         self.last_write_time = 0.0
+        #: send a heartbeat header at once when there is no data (the slave must learn of a rewind)
+        self._announce = False
         self._started = asyncio.Event()
         self.wakeup = asyncio.Event()
 
-    def begin(self, request_offset: int) -> int:
+    def begin(self, request_offset: int, *, announce: bool = False) -> int:
         """Choose where to start for a slave whose first report was ``request_offset`` (seed 000 §3:
         0 -> the beginning of the master's last file; otherwise that offset; before the master's oldest
-        file -> that file, loudly). Returns the start offset."""
+        file -> that file, loudly). Returns the start offset. ``announce``: the slave is ahead of that
+        start, so tell it at once (a heartbeat header when there is nothing to send yet)."""
         commit_log = self._commit_log
         if request_offset == 0:
             max_offset = commit_log.max_phy_offset
@@ -145,6 +170,7 @@ class WriteSocketService(Service):
             connection_log.error("slave_resynced_from_oldest_file", requested=request_offset, master_min=min_offset)
             start = min_offset
         self.sent_offset = start
+        self._announce = announce
         connection_log.info("slave_attached", requested=request_offset, start=start,
                             master_max=commit_log.max_phy_offset)
         self._started.set()
@@ -217,7 +243,7 @@ class WriteSocketService(Service):
         commit_log = self._commit_log
         loop = connection.loop
         wakeup = self.wakeup
-        self.last_write_time = loop.time()
+        self.last_write_time = loop.time() - (self._heartbeat if self._announce else 0.0)
         # is_closing() turns true as soon as a send fails, before connection_lost() is delivered
         while not connection.closed and not transport.is_closing():
             if not connection.writable.is_set():

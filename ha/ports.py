@@ -3,13 +3,13 @@
 Replication reaches the store and its own parts only through these, so that a part sees what it needs and
 nothing it could misuse, and so that no two ``ha`` modules need each other:
 
-* :class:`CommitLogView` — the master's commit log, read-only: its bounds, a zero-copy read of written bytes
-  within one file, and its file size (a slave reporting 0 joins at the start of the last file). A connection
-  is given this, not the store.
+* :class:`CommitLogView` — the master's commit log, read-only: its bounds, where an abnormal start's
+  recovery left it, a zero-copy read of written bytes within one file, and its file size (a slave
+  reporting 0 joins at the start of the last file). A connection is given this, not the store.
 * :class:`MasterLog` — what the master's :class:`ha.service.HAService` needs: the view plus the growth
   listener that wakes (and eagerly feeds) the senders.
 * :class:`SlaveLog` — what the slave's :class:`ha.client.HAClient` needs: its bounds, appending raw bytes
-  from the master, indexing them, and restarting the log at a file boundary.
+  from the master, indexing them, restarting the log at a file boundary, and cutting it back to a record.
 * :class:`ReplicaHub` — what a master's connection needs from whoever keeps the connections: to be
   registered, to be forgotten when it closes, and to record a validated acknowledgement (which may release
   SYNC_MASTER puts). :class:`ha.service.HAService` is the hub.
@@ -45,6 +45,12 @@ class CommitLogView(Protocol):
     @property
     def min_phy_offset(self) -> int:
         """Oldest offset still on disk."""
+        ...
+
+    @property
+    def recovered_max(self) -> int | None:
+        """After an abnormal start, the max offset right after recovery (a slave may hold other bytes past
+        it); None after a clean start."""
         ...
 
     def get_commit_log_data(self, offset: int, max_bytes: int | None = None) -> memoryview | None:
@@ -102,6 +108,11 @@ class SlaveLog(Protocol):
 
     def reset_commit_log(self, offset: int) -> bool:
         """Drop the log and restart it empty at ``offset``, a file boundary at or past its max offset."""
+        ...
+
+    async def truncate_commit_log(self, offset: int) -> bool:
+        """Cut the log (and its consume queues) back to ``offset``, a record start it holds before its max
+        offset; False (nothing changes) for any other offset."""
         ...
 
 

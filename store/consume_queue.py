@@ -315,12 +315,13 @@ class ConsumeQueue:
         if self.queue.files:
             self.min_logic_offset = max(self.min_logic_offset, self.queue.min_offset // UNIT_SIZE)
 
-    def truncate_by_physical_offset(self, phys_offset: int) -> None:
+    def truncate_by_physical_offset(self, phys_offset: int, discard: Discard | None = None) -> None:
         """Drop every unit from the end back to the last one whose record starts before ``phys_offset``
-        (the point from which recovery re-indexes the commit log). Walking back from the end rather than
-        searching also drops the holes a crash leaves in the part being re-indexed (zero units of pages
-        that never reached the disk). Before that point every unit is known to be on disk, so no hole
-        can hide there. Blocking (zero-fills the cut file)."""
+        (the point from which recovery re-indexes the commit log, or where a slave's log was cut back to its
+        master's). Files that leave the queue go to ``discard`` (destroyed here when None). Walking back
+        from the end rather than searching also drops the holes a crash leaves in the part being
+        re-indexed (zero units of pages that never reached the disk). Before that point every unit is
+        known to be on disk, so no hole can hide there. Blocking (zero-fills the cut file)."""
         floor = self.queue.min_offset // UNIT_SIZE
         index = self.max_offset
         while index > floor:
@@ -331,17 +332,16 @@ class ConsumeQueue:
                     break
             index -= 1
         if index < self.max_offset:
-            self._cut(index * UNIT_SIZE)
+            self._cut(index * UNIT_SIZE, discard)
         last = self.get_unit(index - 1) if index > floor else None
         self.max_physic_offset = last[0] + last[1] if last and last[1] != BLANK_UNIT_SIZE else 0
 
-    def _cut(self, byte_offset: int) -> None:
+    def _cut(self, byte_offset: int, discard: Discard | None = None) -> None:
         removed = self.queue.truncate(byte_offset)
         for mapped in self.queue.files:
             if mapped.file_end_offset > byte_offset:
                 mapped.zero_from(byte_offset - mapped.file_from_offset)
-        for mapped in removed:
-            mapped.destroy()
+        (discard or _destroy_now)(removed)
         self._sync_tail()
         if self.queue.files and self.queue.max_offset == self.queue.min_offset:
             # An empty queue keeps its (empty) first file, which may start past 0.

@@ -696,10 +696,12 @@ class MappedFileQueue:
         return plan, target
 
     def apply_flushed(self, plan: list[tuple[MappedFile, int]], target: int) -> None:
-        """Record the result of a flush plan (on the loop)."""
+        """Record the result of a flush plan (on the loop). A flush planned before a truncation (a slave cut back
+        to its master's log) says nothing of what is written past the cut since: ``target`` is capped at
+        the max offset."""
         for mapped, position in plan:
-            mapped.flushed_position = max(mapped.flushed_position, position)
-        self.flushed_where = max(self.flushed_where, target)
+            mapped.flushed_position = max(mapped.flushed_position, min(position, mapped.wrote_position))
+        self.flushed_where = max(self.flushed_where, min(target, self.max_offset))
 
 
 def run_flush_plan(plan: list[tuple[MappedFile, int]]) -> None:

@@ -62,7 +62,7 @@ from store.put_path import PutOutcome, PutPath, ReplicaWaiter
 from store.queue_table import ConsumeQueueTable
 from store.reader import MessageFilter, MessageReader, RecordFilter
 from store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
-from store.reput import Reput
+from store.reput import Reput, make_cut_durable
 from store.results import GetMessageResult, PutMessageResult, PutMessageStatus
 from store.retention import DiskState, RetentionService, disk_state
 
@@ -115,6 +115,9 @@ class MessageStore:
         self.retention: RetentionService | None = None
         #: what the last start-up recovery did (for logs and tests)
         self.recovery_summary: dict[str, object] = {}
+        #: after an abnormal start, the log's max offset right after recovery (see ha.connection); else None
+        self.recovered_max: int | None = None
+        self._cut: asyncio.Future[list[MappedFile]] | None = None  # a slave's truncation being made durable
 
     # =================================================================================== lifecycle
 
@@ -197,6 +200,7 @@ class MessageStore:
         self._queues.load()
         plan = plan_recovery(self.commit_log, loaded, abnormal=abnormal, check_crc=cfg.check_crc_on_recover)
         replayed = apply_recovery(plan, self.commit_log, list(self._queues), self._queues.dispatch)
+        self.recovered_max = self.commit_log.max_offset if abnormal else None
         self.commit_log.topic_queue_table = rebuild_topic_queue_table(self._queues)
         for cq in self._queues:
             cq.correct_min_offset(self.commit_log.min_offset)
@@ -211,6 +215,7 @@ class MessageStore:
         self.checkpoint.has_offsets = True
         if self.index is not None:
             self.index.load(abnormal=abnormal, checkpoint_timestamp=loaded.index_msg_timestamp)
+            self.index.tail_cut(max_offset)  # recovery may have cut records the index saw
         self.checkpoint.write(self._checkpoint_path)
         self._reput.offset = max_offset
         with open(self._abort_path, "wb") as f:
@@ -408,10 +413,12 @@ class MessageStore:
 
     def commit_log_room(self, offset: int, size: int) -> bool:
         """Slave side: True when appending ``size`` bytes at ``offset`` will not block (``CommitLog.raw_room``)."""
-        return self.commit_log.raw_room(offset, size)
+        return (self._cut is None or self._cut.done()) and self.commit_log.raw_room(offset, size)
 
     async def wait_commit_log_room(self, offset: int, size: int) -> None:
         """Wait until :meth:`commit_log_room` holds (raises OSError: ENOSPC on a full disk)."""
+        if self._cut is not None:
+            await asyncio.wait([self._cut])
         await self.commit_log.wait_raw_room(offset, size)
 
     def _indexed_offset(self) -> int:
@@ -442,6 +449,23 @@ class MessageStore:
         False (and nothing changes) for any other offset. The old files are deleted in a thread; the
         new first file is taken from the allocator or, rarely, created here."""
         return self._state is _State.RUNNING and self._reput.reset(offset)
+
+    async def truncate_commit_log(self, offset: int) -> bool:
+        """Slave side: cut the log back to ``offset``, a record start before its max (the master restarted shorter),
+        with consume queues and index walk (:meth:`store.reput.Reput.truncate`), durably (:meth:`commit_log_room`
+        is False until :func:`store.reput.make_cut_durable` is done). False (no change) for any other offset."""
+        removed = self._reput.truncate(offset) if self._state is _State.RUNNING else None
+        if removed is None:
+            return False
+        if self.index is not None:
+            self.index.tail_cut(offset)
+        self._cut = asyncio.ensure_future(make_cut_durable(self.commit_log, removed, self.checkpoint,
+                                                           self._checkpoint_path, self._flush_executor,
+                                                           self._io_executor))
+        unclosed = await asyncio.shield(self._cut)
+        if self.retention is not None:
+            self.retention.keep_unclosed(unclosed)
+        return True
 
     # ============================================================================ listener hooks
 

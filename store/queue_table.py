@@ -160,3 +160,16 @@ class ConsumeQueueTable:
         if offsets.get(queue_id, 0) <= queue_offset:
             offsets[queue_id] = queue_offset + 1
         return True
+
+    def truncate(self, offset: int) -> list[MappedFile]:
+        """Drop the units of the records at or after commit-log ``offset`` (a slave's log cut back to its
+        master's, at a record start) and put the queue-offset table back; returns the files that left the
+        queues, for the caller to destroy in a thread. The cut tails are zeroed."""
+        removed: list[MappedFile] = []
+        table = self._commit_log.topic_queue_table
+        for cq in self:
+            before = cq.max_offset
+            cq.truncate_by_physical_offset(offset, removed.extend)
+            if cq.max_offset != before:
+                table.setdefault(cq.topic, {})[cq.queue_id] = cq.max_offset
+        return removed

@@ -5,7 +5,9 @@ records they complete (:meth:`Reput.dispatch`: the consume queues, the queue-off
 growth listeners); the replication client acknowledges a transfer between the two, as RocketMQ's slave does
 before its reput. Body CRCs are not checked (the bytes are the master's own records, over TCP); sizes, magic
 codes and offsets are, so garbage ends the scan and is cut. :meth:`Reput.reset` restarts an empty log at a
-file boundary, when the master has nothing older to send.
+file boundary, when the master has nothing older to send. :meth:`Reput.truncate` cuts the log back to a record
+start, when the master restarted with a shorter log than ours (it lost its unflushed tail) and sends from
+there; :func:`make_cut_durable` then makes that cut survive a crash of ours.
 
 Nothing here blocks the event loop: the replication client asks :meth:`CommitLog.raw_room` before it appends
 (and stops reading from the master until the window covers the bytes), and a dispatch stops at a record whose
@@ -16,15 +18,19 @@ The store says whether it runs before it calls any of these.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import copy
 import os
 from collections.abc import Callable
 
 from structlog.typing import FilteringBoundLogger
 
 from common.record import DispatchRequest
+from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.listeners import StoreListeners
-from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for
+from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for, fsync_dir
 from store.queue_table import ConsumeQueueTable
 
 
@@ -121,3 +127,51 @@ class Reput:
         if self._listeners.growth:
             self._listeners.notify_growth(offset)
         return True
+
+    def truncate(self, offset: int) -> list[MappedFile] | None:
+        """Cut the log back to ``offset``, the start of a record it holds (see
+        ``MessageStore.truncate_commit_log``): the written bytes from there on are zeroed (later files are
+        returned), the consume-queue units of the records cut are dropped (their files returned too), the
+        queue-offset table is put back, and the next dispatch starts there. None (and nothing changes) for
+        any other offset. It reuses the cuts recovery and an invalid replicated tail make."""
+        commit_log = self._commit_log
+        max_offset = commit_log.max_offset
+        if not commit_log.min_offset <= offset < max_offset or commit_log.look_message(offset) is None:
+            return None
+        removed = commit_log.truncate_written_tail(offset)
+        removed += self._queues.truncate(offset)
+        waiting = self.waiting
+        if waiting is not None and waiting.commit_log_offset >= offset:
+            self.waiting = None
+        self.offset = min(self.offset, offset)
+        self._log.warning("commit_log_truncated", offset=offset, max_offset=max_offset,
+                          dropped_bytes=max_offset - offset, dropped_files=len(removed))
+        return removed
+
+
+async def make_cut_durable(commit_log: CommitLog, removed: list[MappedFile], checkpoint: StoreCheckpoint,
+                           checkpoint_path: str, flush_executor: concurrent.futures.Executor,
+                           io_executor: concurrent.futures.Executor) -> list[MappedFile]:
+    """After :meth:`Reput.truncate`: fdatasync the log's cut file (so records past the cut cannot come back
+    after a crash of ours), delete the files that left the log and its queues and write a checkpoint no
+    higher than the cut (so recovery re-indexes from there), before anything is appended again (a file name
+    cut is reused when the log grows back). The fdatasync runs in the flush thread, after any flush under
+    way (whose result is then capped at the cut); the rest in the io thread, after any consume-queue
+    checkpoint under way. Returns the files a reader still maps, for retention to close later."""
+    loop = asyncio.get_running_loop()
+    max_offset = commit_log.max_offset
+    checkpoint.physic_offset = min(checkpoint.physic_offset, max_offset)
+    checkpoint.logics_offset = min(checkpoint.logics_offset, max_offset)
+    tail = commit_log.queue.last
+    if tail is not None:
+        await loop.run_in_executor(flush_executor, tail.flush, tail.wrote_position)
+    snapshot = copy.copy(checkpoint)
+    return await loop.run_in_executor(io_executor, _delete_and_checkpoint, removed, snapshot, checkpoint_path)
+
+
+def _delete_and_checkpoint(removed: list[MappedFile], checkpoint: StoreCheckpoint, path: str) -> list[MappedFile]:
+    still_mapped = [m for m in removed if not m.destroy()]
+    for directory in {os.path.dirname(m.path) for m in removed}:
+        fsync_dir(directory)
+    checkpoint.write(path)
+    return still_mapped

@@ -224,14 +224,20 @@ class IndexService(Service):
 
     # ------------------------------------------------------------------------------------------ build
 
+    def tail_cut(self, offset: int) -> None:
+        """The commit log was cut back to ``offset``: walk from there again (entries of the records cut stay
+        in the files; :meth:`query` checks every record it returns against the commit log)."""
+        if self.offset > offset:
+            self.offset = offset
+            self._last_indexed = min(self._last_indexed, offset - 1)  # new records will come there
+
     async def build(self) -> None:
         """Index every record written since the last walk, a slice at a time."""
         commit_log = self._commit_log
         if asyncio.get_running_loop().time() < self._retry_at:
             return
         if self.offset > commit_log.max_offset:  # a tail cut (recovery, or a slave's invalid bytes)
-            self.offset = commit_log.max_offset
-            self._last_indexed = min(self._last_indexed, self.offset - 1)  # new records will come there
+            self.tail_cut(commit_log.max_offset)
         if self.offset < commit_log.min_offset:  # retention went past the walk
             self.offset = commit_log.min_offset
         while self.offset < commit_log.max_offset:

@@ -46,6 +46,7 @@ class FakeLog:
         self.config = Geometry()
         self.data = data
         self.min_phy_offset = 0
+        self.recovered_max: int | None = None
 
     @property
     def max_phy_offset(self) -> int:
@@ -123,3 +124,39 @@ async def test_a_refused_connection_is_closed_before_sending() -> None:
     assert connection.closed and transport.aborted and hub.forgotten == [connection]
     connection.data_received(encode_offset_report(0))
     assert not hub.acks and not transport.writes and not connection.write_service.running
+
+
+async def test_slave_ahead_of_an_abnormally_restarted_master_is_sent_from_its_recovered_max() -> None:
+    hub = FakeHub()
+    log = FakeLog(b"x" * 1000)  # the master lost what it had past 600, then wrote 400 new bytes
+    log.recovered_max = 600
+    connection = HAConnection(hub, log, ha_config(ha_transfer_batch_size=1000))
+    transport = FakeTransport()
+    connection.connection_made(transport)
+    connection.data_received(encode_offset_report(900))  # what the slave had before the master's power loss
+    assert connection.read_service.request_offset == connection.ack_offset == 600 and hub.acks == [600]
+    await eventually(lambda: connection.write_service.sent_offset == 1000, message="sent")
+    assert received(transport) == [(600, b"x" * 400)]
+    connection.data_received(encode_offset_report(900))  # sent before the slave saw the rewind: ignored
+    assert not connection.closed and hub.acks == [600]
+    connection.data_received(encode_offset_report(1000))  # the slave cut back to 600 and appended
+    assert hub.acks == [600, 1000] and not connection.closed
+    await connection.shutdown()
+
+
+async def test_rewind_with_nothing_new_is_announced_at_once() -> None:
+    hub = FakeHub()
+    log = FakeLog(b"x" * 600)
+    log.recovered_max = 600
+    connection = HAConnection(hub, log, ha_config())  # heartbeat every 5 s
+    transport = FakeTransport()
+    connection.connection_made(transport)
+    connection.data_received(encode_offset_report(900))
+    await eventually(lambda: received(transport) == [(600, b"")], timeout=1.0, message="heartbeat header")
+    await connection.shutdown()
+
+
+async def test_clean_master_still_closes_on_a_report_past_its_max() -> None:
+    hub = FakeHub()
+    connection, transport = attached(b"x" * 600, hub, report=900)
+    assert connection.closed and transport.aborted and not hub.acks
