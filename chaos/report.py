@@ -53,6 +53,7 @@ def render_table(summary: dict[str, Any]) -> str:
         ("readable never delivered", str(dlv["readable_never_delivered"])),
         ("delivered not readable", str(dlv["delivered_not_readable"])),
         ("inconsistent offsets", str(cons["inconsistent"])),
+        ("delivered, then dropped by a power loss", str(cons.get("delivered_then_dropped", 0))),
         ("reordered (log / delivery)", f"{order['log_reordered_queues']} / {order['delivery_backwards']}"),
         ("longest gap without SEND_OK", f"{avail['longest_gap_s']:.1f} s"),
         ("e2e latency p50 / p99 / max", f"{lat['p50_ms']:.0f} / {lat['p99_ms']:.0f} / {lat['max_ms']:.0f} ms"),
