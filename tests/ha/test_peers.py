@@ -235,11 +235,14 @@ async def test_peers_that_leave_before_reporting_free_their_slot(cluster: Cluste
 # ------------------------------------------------------------------------------- fake masters
 
 class FakeMaster:
-    """A server that records each connection's first report and answers with ``reply``; ``acks`` are the
-    reports that follow on the same connection."""
+    """A server that records each connection's first report and answers with ``reply`` (only the first
+    connection with ``first_only``: a real master answers later ones from the reported offset, and a transfer
+    below the slave's end now makes a slave cut its log back); ``acks`` are the reports that follow on the same
+    connection."""
 
-    def __init__(self, reply: bytes) -> None:
+    def __init__(self, reply: bytes, *, first_only: bool = False) -> None:
         self.reply = reply
+        self.first_only = first_only
         self.reports: list[int] = []
         self.acks: list[int] = []
         self.server: asyncio.Server | None = None
@@ -253,7 +256,7 @@ class FakeMaster:
         self._writers.append(writer)
         data = await reader.readexactly(8)
         self.reports.append(struct.unpack(">q", data)[0])
-        if self.reply:
+        if self.reply and not (self.first_only and len(self.reports) > 1):
             writer.write(self.reply)
         try:
             while True:
@@ -317,7 +320,7 @@ async def test_slave_cuts_replicated_bytes_that_are_not_records_and_asks_again(c
     end = append_messages(source, 6, size=300)
     data = bytes(source.get_commit_log_data(0, end) or b"")
     junk = struct.pack(">ii", 64, 0x12345678) + bytes(56)  # a whole "record" with a bad magic code
-    fake = FakeMaster(encode_transfer_header(0, end + len(junk)) + data + junk)
+    fake = FakeMaster(encode_transfer_header(0, end + len(junk)) + data + junk, first_only=True)
     await fake.start()
     try:
         slave, _client = await fake.slave_of_it(cluster)
