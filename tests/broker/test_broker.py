@@ -29,22 +29,8 @@ from remoting.headers import (
 from store.config import BrokerRole
 from store.message import MessageExtBatch, MessageExtBrokerInner
 from store.results import PutMessageResult
-from tests.cluster import start_broker, start_namesrv
+from tests.cluster import start_broker
 from tests.helpers import eventually
-
-
-@pytest.fixture
-async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
-    ns = await start_namesrv(tmp_path)
-    yield ns
-    await ns.stop()
-
-
-@pytest.fixture
-async def broker(tmp_path: Path, namesrv: NamesrvController) -> AsyncIterator[BrokerController]:
-    b = await start_broker(tmp_path, "broker-a", namesrv.addr)
-    yield b
-    await b.stop()
 
 
 @pytest.fixture

@@ -21,24 +21,15 @@ from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.errors import RemotingClosedError
 from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
-from tests.cluster import start_broker, start_namesrv
+from tests.cluster import start_broker
 from tests.helpers import eventually
 
 SUSPEND, COMMIT, SUBSCRIPTION = 0x2, 0x1, 0x4
 
 
 @pytest.fixture
-async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
-    ns = await start_namesrv(tmp_path)
-    yield ns
-    await ns.stop()
-
-
-@pytest.fixture
-async def broker(tmp_path: Path, namesrv: NamesrvController) -> AsyncIterator[BrokerController]:
-    b = await start_broker(tmp_path, "broker-a", namesrv.addr, {"messageDelayLevel": "1s 2s 1m"})
-    yield b
-    await b.stop()
+def broker_props() -> dict[str, str]:
+    return {"messageDelayLevel": "1s 2s 1m"}
 
 
 @pytest.fixture

@@ -20,15 +20,8 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import SendMessageRequestHeaderV2
 from store.config import BrokerRole
-from tests.cluster import start_broker, start_namesrv
+from tests.cluster import start_broker
 from tests.helpers import eventually
-
-
-@pytest.fixture
-async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
-    ns = await start_namesrv(tmp_path)
-    yield ns
-    await ns.stop()
 
 
 @pytest.fixture

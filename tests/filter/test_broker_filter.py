@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,10 +27,13 @@ ENABLED = {"enablePropertyFilter": "true"}
 
 
 @pytest.fixture
-async def broker(tmp_path: Path, namesrv: NamesrvController) -> AsyncIterator[BrokerController]:
-    b = await start_broker(tmp_path, "broker-f", namesrv.addr, ENABLED)
-    yield b
-    await b.stop()
+def broker_name() -> str:
+    return "broker-f"
+
+
+@pytest.fixture
+def broker_props() -> dict[str, str]:
+    return ENABLED
 
 
 async def send(client: RemotingClient, addr: str, topic: str, body: bytes, tags: str | None = None,
