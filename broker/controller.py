@@ -47,6 +47,7 @@ from broker.registration import (
     RegisterResult,
     split_namesrv_addr,
 )
+from broker.rewind_guard import RewindGuard
 from broker.schedule import ScheduleMessageService
 from broker.slave_sync import SlaveSynchronize
 from broker.stats import BrokerStats
@@ -226,6 +227,7 @@ class BrokerController:
             hold=self.hold, is_master=self.config.is_master, broker_permission=lambda: self.config.broker_permission,
             slave_read_enable=self.config.slave_read_enable, on_get=self.stats.on_get,
             filters=self.filters, enable_property_filter=self.config.enable_property_filter,
+            rewind=self._rewind_guard(store),
         )
         self.admin_stats = AdminStatsProcessor(
             store=store, topics=self.topics, offsets=self.offsets, groups=self.groups, clients=self.clients,
@@ -368,6 +370,13 @@ class BrokerController:
         self.transaction_check = TransactionalMessageCheckService(
             self.transactions, self.clients, self.topics, interval_ms=c.transaction_check_interval,
             timeout_ms=c.transaction_time_out, check_max=c.transaction_check_max)
+
+    def _rewind_guard(self, store: MessageStore) -> RewindGuard | None:
+        """After an abnormal start of a master: each queue's end as recovery left it (broker.rewind_guard)."""
+        if store.recovered_max is None or not self.config.is_master:
+            return None
+        return RewindGuard({(topic, queue_id): store.get_max_offset_in_queue(topic, queue_id)
+                            for topic, queue_ids in store.topics().items() for queue_id in queue_ids})
 
     def _extra_runtime_info(self) -> dict[str, str]:
         """HA keys, the transaction keys, and ``compiledBuild``: ``cython``, ``pure`` or ``partial`` (see

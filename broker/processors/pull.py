@@ -22,6 +22,7 @@ from broker.client_manager import ClientManager
 from broker.filter import ConsumerFilterManager, is_tag_type
 from broker.long_polling import MessageFilter, PullRequestHoldService, RecordFilter
 from broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
+from broker.rewind_guard import RewindGuard
 from broker.status import get_status_to_response
 from broker.topic_manager import TopicConfigManager
 from common.filter import FilterError
@@ -34,7 +35,7 @@ from remoting.connection import Connection, Handler
 from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from store.consume_queue import BLANK_UNIT_SIZE
 from store.message_store import MessageStore
-from store.results import GetMessageResult
+from store.results import GetMessageResult, GetMessageStatus
 
 #: Longest a pull may be parked whatever the client asks (clients send 15-30 s).
 MAX_SUSPEND_SECONDS = 60.0
@@ -56,8 +57,11 @@ class PullMessageProcessor:
         on_get: Callable[[int, int, str, str], None] | None = None,
         filters: ConsumerFilterManager | None = None,
         enable_property_filter: bool = False,
+        rewind: RewindGuard | None = None,
     ) -> None:
         self.store = store
+        #: after an abnormal start on a master: first pulls from beyond a queue's recovered end move back to it
+        self.rewind = rewind
         self.topics = topics
         self.clients = clients
         self.offsets = offsets
@@ -83,6 +87,12 @@ class PullMessageProcessor:
         if isinstance(filters, RemotingCommand):
             return filters
         message_filter, record_filter = filters
+        if self.rewind is not None:
+            end = self.rewind.moved_to(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
+            if end is not None:  # an offset from before a power loss (broker.rewind_guard): neither read nor commit
+                cq = self.store.find_consume_queue(h.topic, h.queue_id)
+                low, high = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+                return self._respond(req, h, GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, end, low, high))
         if h.sys_flag & PullSysFlag.COMMIT_OFFSET and self.is_master and h.commit_offset >= 0:
             self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self._read(h, message_filter, record_filter)
