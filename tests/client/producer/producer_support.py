@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from common.topic_config import DataVersion, TopicConfig
 from namesrv.config import NamesrvConfig
@@ -46,6 +47,14 @@ async def start_namesrv(path: Path) -> NamesrvController:
     ns = NamesrvController(ns_config(path))
     await ns.start()
     return ns
+
+
+async def stop_scripted(server: RemotingServer, hung: Sequence[asyncio.Future[Any]], *, grace: float) -> None:
+    """Stop a scripted server: answer (with None) the requests it was told to hang on, then close it."""
+    for fut in hung:
+        if not fut.done():
+            fut.set_result(None)
+    await server.stop(grace=grace)
 
 
 @dataclass
@@ -93,10 +102,7 @@ class ScriptedBroker:
         return self
 
     async def stop(self) -> None:
-        for fut in self._hung:
-            if not fut.done():
-                fut.set_result(None)
-        await self.server.stop(grace=0.5)
+        await stop_scripted(self.server, self._hung, grace=0.5)
         await self._registrar.close()
 
     async def register(self, *namesrvs: str, counter: int = 1, addr: str | None = None) -> None:
@@ -198,10 +204,7 @@ class ScriptedNamesrv:
         return self
 
     async def stop(self) -> None:
-        for fut in self._hung:
-            if not fut.done():
-                fut.set_result(None)
-        await self.server.stop(grace=0.2)
+        await stop_scripted(self.server, self._hung, grace=0.2)
 
     async def _route(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         topic = (cmd.ext_fields or {}).get("topic", "")
