@@ -74,6 +74,9 @@ class BrokerConfig:
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None
     # --- end metrics ---
+    #: After an abnormal start, a master's whole wait for the name servers and its slave to take back the
+    #: commit-log tail it lost (``broker.tail_recovery``, ms; 0 turns it off).
+    ha_tail_recovery_timeout_ms: int = 10_000
     store: StoreConfig = field(default_factory=lambda: StoreConfig(store_path_root_dir="store"))
     #: Replication. ``haListenPort`` 0 means listenPort + 1 as RocketMQ forces it (any free port when
     #: listenPort is 0 too).
@@ -88,6 +91,8 @@ class BrokerConfig:
             raise ValueError(f"listenPort {self.listen_port} out of range")
         if self.register_name_server_period <= 0:
             raise ValueError("registerNameServerPeriod must be positive")
+        if self.ha_tail_recovery_timeout_ms < 0:
+            raise ValueError("haTailRecoveryTimeoutMs must be >= 0")
         if self.transaction_time_out < 0 or self.transaction_check_max < 0 or self.transaction_check_interval <= 0:
             raise ValueError("transactionTimeOut and transactionCheckMax must be >= 0, transactionCheckInterval > 0")
 

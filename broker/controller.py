@@ -36,6 +36,7 @@ from broker.processors.admin_config import AdminConfigProcessor
 from broker.processors.admin_groups import AdminGroupsProcessor
 from broker.processors.admin_stats import AdminStatsProcessor
 from broker.processors.client_manage import ClientManageProcessor
+from broker.processors.commit_log_tail import CommitLogTailProcessor
 from broker.processors.consumer_manage import ConsumerManageProcessor
 from broker.processors.pull import PullMessageProcessor
 from broker.processors.query import QueryMessageProcessor
@@ -51,6 +52,7 @@ from broker.rewind_guard import RewindGuard
 from broker.schedule import ScheduleMessageService
 from broker.slave_sync import SlaveSynchronize
 from broker.stats import BrokerStats
+from broker.tail_recovery import TailRecovery, TailResult
 from broker.topic_manager import TopicConfigManager
 from broker.transaction.check import TransactionalMessageCheckService
 from broker.transaction.end import EndTransactionProcessor
@@ -119,6 +121,8 @@ class BrokerController:
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
         self.last_registration: list[RegisterResult] = []
+        #: what the tail recovery after an abnormal start of a master did (None: not run)
+        self.tail_recovery: TailResult | None = None
         self._running = False
         self._topics_to_prepare: collections.deque[str] = collections.deque()
         #: every background loop of the broker: :meth:`start` starts them, :meth:`stop` stops them in one call
@@ -176,6 +180,7 @@ class BrokerController:
         if self.config.trace_topic_enable:  # RocketMQ: one queue, read and write
             self.topics.create_system_topic(self.config.msg_trace_topic_name, 1,
                                             PermName.PERM_READ | PermName.PERM_WRITE)
+        await self._recover_tail(self.store)  # an abnormal start: before the master takes any write
         self.store.add_arrival_listener(self.hold.notify)
         await self._start_ha(self.store)
         await self._load_transactions(self.store)
@@ -247,8 +252,9 @@ class BrokerController:
                                                       filters=self.filters,
                                                       enable_property_filter=self.config.enable_property_filter)
         query = QueryMessageProcessor(store=store)
+        tail = CommitLogTailProcessor(store=store, role=lambda: self.config.broker_role.name)
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
-                          *admin_more):
+                          tail, *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
@@ -356,6 +362,15 @@ class BrokerController:
             client=self.client, master_addr=lambda: self.master_addr, topics=self.topics, offsets=self.offsets,
             groups=self.groups, delay_offsets=self.delay_offsets,
         )
+
+    async def _recover_tail(self, store: MessageStore) -> None:
+        """A master after an abnormal start takes back from its slave the commit-log tail it lost
+        (broker.tail_recovery), within ``haTailRecoveryTimeoutMs``."""
+        if not self.config.is_master or store.recovered_max is None:
+            return
+        self.tail_recovery = await TailRecovery(
+            store, self.client, self.outer_api.namesrv_addrs, broker_name=self.config.broker_name,
+            timeout_ms=self.config.ha_tail_recovery_timeout_ms).run()
 
     async def _load_transactions(self, store: MessageStore) -> None:
         """Masters: rebuild the transaction bookkeeping from the half and op queues, then check back with

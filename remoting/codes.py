@@ -156,6 +156,10 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     GET_TOPIC_CONFIG = 351
+    #: PocketMQ-private (far from RocketMQ's codes): a master that restarted after a power loss asks its slave
+    #: for the commit-log tail it lost (``broker.tail_recovery``); header ``offset``, ``maxBytes``; answer:
+    #: the raw bytes from ``offset`` within one file, ext ``maxOffset`` and ``minOffset``. Only a slave serves it.
+    GET_COMMIT_LOG_TAIL = 9001
 
 
 #: The version number we put in headers: RocketMQ 4.9.4's ``MQVersion`` ordinal (V4_9_4).

@@ -28,8 +28,9 @@ SUB = 1 << 3
 ADMIN_CODES = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    RequestCode.GET_COMMIT_LOG_TAIL,  # ours: every topic's raw bytes (broker.tail_recovery)
 })
-"""Codes only an admin account may send (RocketMQ's ``Permission.ADMIN_CODE``)."""
+"""Codes only an admin account may send (RocketMQ's ``Permission.ADMIN_CODE``, plus our GET_COMMIT_LOG_TAIL)."""
 
 _PERMS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
