@@ -29,28 +29,27 @@ __all__ = ["PROMISES", "ChaosCluster", "NetLink", "drop_unflushed", "netns_unava
 #: What a preset promises about acknowledged (SEND_OK) messages, by preset and flush type:
 #: * SYNC_FLUSH: a SEND_OK is on disk, nothing acknowledged may be lost, power loss included;
 #: * a SYNC_MASTER preset with ASYNC_FLUSH: a SEND_OK is on the slave too, so nothing may be lost while faults
-#:   do not overlap, except to a power loss of a master: the restarted master's log ends where its flush did,
-#:   and its slave is cut back to it (ha/connection.py, so the two never disagree at an offset) — what the
-#:   master had not flushed is lost although the slave had it, as it would be in RocketMQ 4.x (whose slave
-#:   keeps it but diverges instead); a power loss of a slave leaves the master's copy; overlaps may lose;
+#:   do not overlap, a power loss of a master included: the restarted master takes back from its slave the
+#:   unflushed tail it lost before it takes any write (broker/tail_recovery.py); a power loss of a slave leaves
+#:   the master's copy; overlaps may lose (e.g. the slave frozen while its master restarts after a power loss:
+#:   past ``haTailRecoveryTimeoutMs`` the master starts without the tail and the slave is cut back to it);
 #: * ASYNC_MASTER / no slave with ASYNC_FLUSH: nothing may be lost to kills, stops and partitions (the page
 #:   cache survives a process), but a power loss may lose what was not flushed.
 PROMISES = {
     "sync-flush": "no SEND_OK lost, whatever the faults",
-    "sync-master": "no SEND_OK lost unless faults overlap or a master loses power",
+    "sync-master": "no SEND_OK lost unless faults overlap",
     "async": "no SEND_OK lost unless a power loss is injected",
 }
 
 CQ_UNIT = 20
 
 
-def promise(preset: str, flush: str, *, overlap: bool, power_loss: bool,
-            master_power_loss: bool = False) -> tuple[str, bool]:
+def promise(preset: str, flush: str, *, overlap: bool, power_loss: bool) -> tuple[str, bool]:
     """(which promise applies, whether it says nothing acknowledged may be lost in this run)."""
     if flush == "SYNC_FLUSH":
         return "sync-flush", True
     if preset.endswith("-sync"):
-        return "sync-master", not overlap and not master_power_loss
+        return "sync-master", not overlap
     return "async", not power_loss
 
 

@@ -223,10 +223,7 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
         say(f"!! the consumers did not shut down within {CONSUMER_STOP_TIMEOUT:.0f} s")
     results = check_all(history)
     power_loss = any(f.kind == "powerloss" and f.injected for f in nemesis.faults)
-    masters = {name for _group, name, is_master, _addr in members if is_master}
-    master_power_loss = any(f.kind == "powerloss" and f.injected and f.target in masters for f in nemesis.faults)
-    kind, no_loss = promise(args.preset, args.flush, overlap=args.overlap, power_loss=power_loss,
-                            master_power_loss=master_power_loss)
+    kind, no_loss = promise(args.preset, args.flush, overlap=args.overlap, power_loss=power_loss)
     summary: dict[str, Any] = {
         "preset": args.preset, "flush": args.flush, "seed": args.seed, "duration": history.duration,
         "overlap": args.overlap, "auto_batch": args.auto_batch, "promise": f"{kind}: {PROMISES[kind]}",

@@ -32,8 +32,10 @@ with an empty log that reported 0 is sent the master's last file, and a slave th
 master has already deleted is sent the master's oldest file; in both cases the transfer starts at a
 file boundary beyond the slave's max offset, and the slave restarts its commit log there with the store's
 ``reset_commit_log(offset)`` (logged loudly when that drops data). A third: a master that restarted
-abnormally with a shorter log than ours (it lost an unflushed tail we hold) sends from the end of its
-recovered log, below our max offset; at a record we hold (at or past our min offset) our commit log and
+abnormally with a shorter log than ours (it lost an unflushed tail we hold) first takes that tail from us
+(``broker.tail_recovery``: GET_COMMIT_LOG_TAIL on our broker port), so its log normally ends where ours does;
+only when it could not (we did not answer within its ``haTailRecoveryTimeoutMs``) does it send from the end of
+its recovered log, below our max offset; at a record we hold (at or past our min offset) our commit log and
 consume queues are cut back there with the store's ``truncate_commit_log`` (``commit_log_truncated_to_master``,
 logged loudly with the bytes dropped: records the master lost, at offsets it has since reused), reading
 stopped meanwhile, and replication goes on. Any other mismatch closes the connection, and the next one

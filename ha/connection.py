@@ -10,10 +10,12 @@
   SYNC_MASTER puts that no slave holds), later ones must never go backwards and never exceed what this
   connection has sent. A report that breaks a rule closes the connection, logged, before it can release
   anyone. One exception: after an ABNORMAL start the master may have lost an unflushed tail that a slave
-  still holds (power loss with ASYNC_FLUSH), so a slave whose first report is past the store's
-  ``recovered_max`` (the max offset right after that recovery) is sent from ``recovered_max`` instead
-  (``slave_ahead_of_master_recovery``): our slave cuts its log back there (:mod:`ha.client`) rather than
-  keep records the master lost, at offsets it has since reused. Safe in every case, since the master holds
+  still holds (power loss with ASYNC_FLUSH). Before serving, the broker takes that tail back from its
+  longest slave (:mod:`broker.tail_recovery`) and moves the store's ``recovered_max`` (the max offset right
+  after recovery) to the end it then holds; when that could not be done within ``haTailRecoveryTimeoutMs``
+  (no slave answered), a slave whose first report is past ``recovered_max`` is sent from ``recovered_max``
+  instead (``slave_ahead_of_master_recovery``): our slave cuts its log back there (:mod:`ha.client`) rather
+  than keep records the master lost, at offsets it has since reused. Safe in every case, since the master holds
   every byte from ``recovered_max`` on; the cost, only after an abnormal start, is sending again what was
   written since the restart (bounded by that, and by retention) each time a slave that already had it
   reconnects: the master cannot tell such a slave from one still holding the lost tail. Until the slave
