@@ -53,6 +53,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import PocketMQError
 from remoting.headers import CommandHeader
+from store.errors import StoreError
 from store.message_store import MessageStore
 
 log = get_logger("broker.tail_recovery")
@@ -246,7 +247,14 @@ class TailRecovery:
                     break  # the slave's last record is incomplete: never acknowledged, left there
                 want = min(want * 2, MAX_CHUNK_BYTES)
                 continue
-            if not await self._append(offset, memoryview(data)[:length]):
+            try:
+                appended = await self._append(offset, memoryview(data)[:length])
+            except OSError as exc:  # no room for a file or a consume-queue unit: keep what is indexed
+                log.error("tail_recovery_store_failed", offset=offset, error=str(exc))
+                await self._cut_unindexed()
+                outcome = "store_error"
+                break
+            if not appended:
                 outcome = "invalid"
                 break
             records += messages
@@ -278,6 +286,14 @@ class TailRecovery:
                 return True
             await store.prepare_dispatch()
 
+    async def _cut_unindexed(self) -> None:
+        """After a failed dispatch, cut the log back to the last record indexed, so that the master's puts never
+        follow records its consume queues lack."""
+        store = self._store
+        behind = store.dispatch_behind_bytes
+        if behind > 0 and not await store.truncate_commit_log(store.max_phy_offset - behind):
+            raise StoreError("the commit log could not be cut back to its indexed end")
+
     async def _ask(self, slave: str, offset: int, max_bytes: int) -> tuple[int, bytes] | None:
         """One GET_COMMIT_LOG_TAIL: (the slave's max offset, the bytes); None when it did not answer (in time, or
         readably); raises :class:`_Refused` when it answered an error."""
@@ -293,7 +309,7 @@ class TailRecovery:
             bounds = CommitLogTailResponseHeader.from_command(response)
         except PocketMQError as exc:
             log.warning("tail_recovery_bad_answer", slave=slave, error=str(exc))
-            return None
+            raise _Refused(str(exc)) from None
         return bounds.max_offset, bytes(response.body or b"")
 
     async def _invoke(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
