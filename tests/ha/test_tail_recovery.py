@@ -19,7 +19,7 @@ import pytest
 
 from broker.config import BrokerRole
 from broker.controller import BrokerController
-from broker.tail_recovery import CommitLogTailRequestHeader, complete_records
+from broker.tail_recovery import CommitLogTailRequestHeader, TailRecovery, TailResult, complete_records
 from common.record import decode_records
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
@@ -31,8 +31,15 @@ from store.message_store import MessageStore
 from tests.broker.test_consume import pull_request, send
 from tests.broker.test_rewind_guard import _power_loss
 from tests.cluster import start_broker
-from tests.ha.support import assert_commit_logs_identical, assert_queues_serve_the_same
+from tests.ha.support import (
+    Cluster,
+    append_messages,
+    assert_commit_logs_identical,
+    assert_queues_serve_the_same,
+    queue_messages,
+)
 from tests.helpers import eventually
+from tests.store.support import msg
 
 TOPIC = "Tail"
 NAME = "broker-t"
@@ -244,3 +251,38 @@ def _record_sizes(data: bytes) -> list[int]:
         sizes.append(size)
         pos += size
     return sizes
+
+
+async def _copy_from(source: MessageStore, target: MessageStore, monkeypatch: pytest.MonkeyPatch) -> TailResult:
+    """Run the copy of :class:`TailRecovery` into ``target`` with ``source`` standing in for the slave."""
+    recovery = TailRecovery(target, RemotingClient(), [], broker_name=NAME, timeout_ms=5000)
+    end = source.max_phy_offset
+
+    async def ask(slave: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        return end, bytes(source.get_commit_log_data(offset, max_bytes) or b"")
+
+    monkeypatch.setattr(recovery, "_ask", ask)
+    monkeypatch.setattr(recovery, "_deadline", time.monotonic() + 5)
+    return await recovery._copy("source", end)
+
+
+async def test_a_store_failure_keeps_only_the_indexed_records(cluster: Cluster,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    source = await cluster.start_store("source")
+    target = await cluster.start_store("target")
+    keep = append_messages(source, 10, seed=1)
+    assert append_messages(target, 10, seed=1) == keep  # the same records' frames: target is source's prefix
+    for i in range(3):  # a queue the target has no consume-queue file for: its dispatch must make one
+        assert source.append(msg(topic="TopicC", body=b"c%d" % i)).status.name == "PUT_OK"
+
+    async def disk_full() -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(target, "prepare_dispatch", disk_full)
+        failed = await _copy_from(source, target, patched)
+    assert failed.outcome == "store_error" and target.max_phy_offset == keep and target.dispatch_behind_bytes == 0
+    done = await _copy_from(source, target, monkeypatch)
+    assert (done.outcome, done.records, done.bytes) == ("recovered", 3, source.max_phy_offset - keep)
+    assert queue_messages(target, "TopicC", 0) == queue_messages(source, "TopicC", 0)
+    assert target.max_phy_offset == source.max_phy_offset
