@@ -66,6 +66,8 @@ MAX_CHUNK_BYTES = 8 << 20
 REQUEST_TIMEOUT = 3.0
 #: Pause between two rounds when no name server or no slave answered (s).
 RETRY_PAUSE = 0.2
+#: What :meth:`TailRecovery._probe` says of a slave that answered an error.
+REFUSED = -1
 #: The smallest message record (91 bytes of fixed fields and a one-byte topic).
 MIN_RECORD = 92
 
@@ -161,6 +163,9 @@ class TailRecovery:
         if found is None:
             return self._incomplete(start, "no slave answered", None, None)
         slave, slave_max = found
+        if slave_max == REFUSED:
+            log.error("tail_recovery_refused_by_every_slave", slaves=slaves, recovered_max=start)
+            return TailResult("refused", slave=slave)
         if slave_max <= start:
             log.info("tail_recovery_slave_not_ahead", slave=slave, slave_max=slave_max, recovered_max=start)
             return TailResult("slave_not_ahead", slave=slave, slave_max=slave_max)
@@ -197,12 +202,13 @@ class TailRecovery:
         return [addr for bid, addr in data.broker_addrs.items() if bid != 0] if data is not None else []
 
     async def _longest(self, slaves: list[str]) -> tuple[str, int] | None:
-        """The slave with the highest max offset (asked until one answers or the budget runs out)."""
+        """The slave with the highest max offset, asked until one answers or the budget runs out; its max is
+        :data:`REFUSED` when every slave that answered refused (none can give bytes from our max offset)."""
         offset = self._store.max_phy_offset
         while True:
             answers = await asyncio.gather(*(self._probe(slave, offset) for slave in slaves))
             known = [(a, slave) for slave, a in zip(slaves, answers, strict=True) if a is not None]
-            if known:
+            if known and (len(known) == len(slaves) or max(known)[0] != REFUSED):
                 slave_max, slave = max(known)
                 return slave, slave_max
             if self._left() <= RETRY_PAUSE:
@@ -210,11 +216,12 @@ class TailRecovery:
             await asyncio.sleep(RETRY_PAUSE)
 
     async def _probe(self, slave: str, offset: int) -> int | None:
-        """The slave's max offset (None: no answer, or an error answer: it cannot give bytes from ``offset``)."""
+        """The slave's max offset; None: no answer; :data:`REFUSED`: an error answer (it cannot give bytes from
+        ``offset``: deleted there, or not a record start in its log)."""
         try:
             answer = await self._ask(slave, offset, 0)
         except _Refused:
-            return None
+            return REFUSED
         return answer[0] if answer is not None else None
 
     # -- the copy ---------------------------------------------------------------------------------------------

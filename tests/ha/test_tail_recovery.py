@@ -19,7 +19,7 @@ import pytest
 
 from broker.config import BrokerRole
 from broker.controller import BrokerController
-from broker.tail_recovery import CommitLogTailRequestHeader, TailRecovery, TailResult, complete_records
+from broker.tail_recovery import CommitLogTailRequestHeader, TailRecovery, TailResult, _Refused, complete_records
 from common.record import decode_records
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
@@ -286,3 +286,25 @@ async def test_a_store_failure_keeps_only_the_indexed_records(cluster: Cluster,
     assert (done.outcome, done.records, done.bytes) == ("recovered", 3, source.max_phy_offset - keep)
     assert queue_messages(target, "TopicC", 0) == queue_messages(source, "TopicC", 0)
     assert target.max_phy_offset == source.max_phy_offset
+
+
+async def test_slaves_that_all_refuse_end_the_step_at_once(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = await cluster.start_store("master")
+    append_messages(store, 3)
+    store.recovered_max = store.max_phy_offset  # as after an abnormal start
+    recovery = TailRecovery(store, RemotingClient(), ["127.0.0.1:1"], broker_name=NAME, timeout_ms=10_000)
+    asked: list[str] = []
+
+    async def slaves() -> list[str]:
+        return ["s1", "s2"]
+
+    async def refuse(slave: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        asked.append(slave)
+        raise _Refused(f"offset {offset} is not the start of a record")
+
+    monkeypatch.setattr(recovery, "_find_slaves", slaves)
+    monkeypatch.setattr(recovery, "_ask", refuse)
+    began = time.monotonic()
+    result = await recovery.run()
+    assert result.outcome == "refused" and sorted(asked) == ["s1", "s2"] and time.monotonic() - began < 1
+    assert store.recovered_max == store.max_phy_offset
