@@ -88,7 +88,7 @@ class CommitLogTailResponseHeader(CommandHeader):
     min_offset: int
 
 
-class _Refused(Exception):
+class SlaveRefused(Exception):
     """The slave answered with an error (its remark is logged)."""
 
 
@@ -220,7 +220,7 @@ class TailRecovery:
         ``offset``: deleted there, or not a record start in its log)."""
         try:
             answer = await self._ask(slave, offset, 0)
-        except _Refused:
+        except SlaveRefused:
             return REFUSED
         return answer[0] if answer is not None else None
 
@@ -234,7 +234,7 @@ class TailRecovery:
             offset = store.max_phy_offset
             try:
                 answer = await self._ask(slave, offset, want)
-            except _Refused:
+            except SlaveRefused:
                 outcome = "refused"
                 break
             if answer is None:
@@ -303,7 +303,7 @@ class TailRecovery:
 
     async def _ask(self, slave: str, offset: int, max_bytes: int) -> tuple[int, bytes] | None:
         """One GET_COMMIT_LOG_TAIL: (the slave's max offset, the bytes); None when it did not answer (in time, or
-        readably); raises :class:`_Refused` when it answered an error."""
+        readably); raises :class:`SlaveRefused` when it answered an error."""
         header = CommitLogTailRequestHeader(offset, max_bytes).to_fields()
         response = await self._invoke(slave, RemotingCommand.request(RequestCode.GET_COMMIT_LOG_TAIL, header))
         if response is None:
@@ -311,12 +311,12 @@ class TailRecovery:
         if response.code != ResponseCode.SUCCESS:
             log.warning("tail_recovery_refused", slave=slave, offset=offset, code=response.code,
                         remark=response.remark)
-            raise _Refused(response.remark or "")
+            raise SlaveRefused(response.remark or "")
         try:
             bounds = CommitLogTailResponseHeader.from_command(response)
         except PocketMQError as exc:
             log.warning("tail_recovery_bad_answer", slave=slave, error=str(exc))
-            raise _Refused(str(exc)) from None
+            raise SlaveRefused(str(exc)) from None
         return bounds.max_offset, bytes(response.body or b"")
 
     async def _invoke(self, addr: str, request: RemotingCommand) -> RemotingCommand | None:
@@ -343,5 +343,5 @@ class TailRecovery:
         return TailResult("timeout", taken, records, slave, slave_max)
 
 
-__all__ = ["CommitLogTailRequestHeader", "CommitLogTailResponseHeader", "TailRecovery", "TailResult",
+__all__ = ["CommitLogTailRequestHeader", "CommitLogTailResponseHeader", "SlaveRefused", "TailRecovery", "TailResult",
            "complete_records"]

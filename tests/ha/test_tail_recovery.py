@@ -19,7 +19,7 @@ import pytest
 
 from broker.config import BrokerRole
 from broker.controller import BrokerController
-from broker.tail_recovery import CommitLogTailRequestHeader, TailRecovery, TailResult, _Refused, complete_records
+from broker.tail_recovery import CommitLogTailRequestHeader, SlaveRefused, TailRecovery, TailResult, complete_records
 from common.record import decode_records
 from namesrv.controller import NamesrvController
 from remoting.client import RemotingClient
@@ -300,7 +300,7 @@ async def test_slaves_that_all_refuse_end_the_step_at_once(cluster: Cluster, mon
 
     async def refuse(slave: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
         asked.append(slave)
-        raise _Refused(f"offset {offset} is not the start of a record")
+        raise SlaveRefused(f"offset {offset} is not the start of a record")
 
     monkeypatch.setattr(recovery, "_find_slaves", slaves)
     monkeypatch.setattr(recovery, "_ask", refuse)
