@@ -22,3 +22,13 @@ cpdef object _batch_records_typed(object dst, long long w, long long base, objec
                                   object extra, object sys_flag, object queue_id, long long queue_offset,
                                   object born_ts, object born_host, object now, object store_host,
                                   object tag_code_of)
+
+@cython.locals(data="const unsigned char[::1]", count=cython.Py_ssize_t, pos=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               size=cython.Py_ssize_t, b0=cython.Py_ssize_t, b1=cython.Py_ssize_t, b2=cython.Py_ssize_t,
+               b3=cython.Py_ssize_t)
+cpdef Py_ssize_t count_batch_entries(object src) except -1
+
+@cython.locals(n=cython.Py_ssize_t, plen=cython.Py_ssize_t, out=cython.uchar[::1], pre="const unsigned char[::1]",
+               digits="const unsigned char[::1]", p=cython.Py_ssize_t, k=cython.Py_ssize_t, i=cython.Py_ssize_t,
+               off=cython.ulonglong)
+cpdef str _joined_ids_typed(str prefix, list offsets)

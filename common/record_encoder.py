@@ -34,6 +34,7 @@ from common.record import (
     body_crc,
     host_sys_flags,
     host_variant,
+    message_id,
     record_size,
 )
 from common.sysflag import MessageSysFlag
@@ -361,6 +362,69 @@ def _batch_records_typed(
     return w, units
 
 
+def count_batch_entries(src: bytes) -> int:
+    """Number of entries of a batch body, hopping from TOTALSIZE to TOTALSIZE (one 4-byte read per entry; the
+    full check happens while writing); ``RecordFormatError`` when they do not tile the body exactly. Typed by
+    ``record_encoder.pxd`` in the compiled build; as Python it is as fast as a ``struct`` loop."""
+    data = src
+    count = pos = 0
+    end = len(src)
+    while pos < end:
+        if end - pos < _ENTRY_BODY_OFFSET + 2:
+            raise RecordFormatError("truncated batch entry", pos)
+        b0, b1, b2, b3 = data[pos], data[pos + 1], data[pos + 2], data[pos + 3]
+        size = b0 << 24 | b1 << 16 | b2 << 8 | b3
+        if size < _ENTRY_BODY_OFFSET + 2 or size >= 0x80000000:  # too small, or negative as int32
+            raise RecordFormatError("bad batch entry size", pos)
+        pos += size
+        count += 1
+    if pos != end:
+        raise RecordFormatError("batch entries overrun the body", pos)
+    return count
+
+
+def joined_message_ids(store_host: bytes, offsets: list[int]) -> str:
+    """The offset message ids of records at ``offsets`` (one store host), joined by commas: a batch's ``msgId``
+    in its send response."""
+    prefix = message_id(store_host, 0)
+    return _JOINED_IDS(prefix[:len(prefix) - 16], offsets)  # (no negative index: the module is wraparound=False)
+
+
+def _joined_ids_format(prefix: str, offsets: list[int]) -> str:
+    """:func:`joined_message_ids` for the plain source (after the store host's hex ``prefix``)."""
+    return ",".join([f"{prefix}{off:016X}" for off in offsets])
+
+
+def _joined_ids_typed(prefix: str, offsets: list[int]) -> str:
+    """:func:`joined_message_ids` for the compiled build: the hex digits stored straight into one buffer."""
+    n = len(offsets)
+    if n == 0:
+        return ""
+    raw = prefix.encode("ascii")
+    plen = len(raw)
+    buf = bytearray(n * (plen + 17) - 1)
+    out = buf
+    pre = raw
+    digits = _HEX_DIGITS
+    p = 0
+    for k in range(n):
+        if k:
+            out[p] = 44  # ","
+            p += 1
+        for i in range(plen):
+            out[p + i] = pre[i]
+        p += plen
+        off = offsets[k]  # a physical offset: never negative
+        for i in range(16):
+            out[p + 15 - i] = digits[off >> (4 * i) & 15]
+        p += 16
+    return buf.decode("ascii")
+
+
+_HEX_DIGITS = b"0123456789ABCDEF"
+
+
 COMPILED = not isinstance(_batch_records_typed, FunctionType)
 """True when this module runs compiled (a compiled function is not a Python ``function``)."""
 _BATCH_RECORDS = _batch_records_typed if COMPILED else _batch_records_struct
+_JOINED_IDS = _joined_ids_typed if COMPILED else _joined_ids_format

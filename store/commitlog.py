@@ -46,7 +46,7 @@ from common.record import (
     decode_record,
     store_timestamp_offset,
 )
-from common.record_encoder import BatchUnits, encode_batch_records_into
+from common.record_encoder import BatchUnits, count_batch_entries, encode_batch_records_into
 from common.sysflag import MessageSysFlag
 from store.config import StoreConfig
 from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue, wait_shared
@@ -72,25 +72,6 @@ def _result(status: AppendMessageStatus) -> AppendMessageResult:
 
 class BatchFormatError(ValueError):
     """A batch body whose entries do not add up (reported as MESSAGE_ILLEGAL)."""
-
-
-def _count_entries(body: bytes) -> int:
-    """Number of entries, hopping from TOTALSIZE to TOTALSIZE; BatchFormatError if they do not tile the
-    body exactly. Cheap (one 4-byte read per entry); the full check happens while writing."""
-    count = pos = 0
-    end = len(body)
-    unpack = INT32.unpack_from
-    while pos < end:
-        if end - pos < BATCH_ENTRY_OVERHEAD:
-            raise BatchFormatError("truncated batch entry")
-        size = unpack(body, pos)[0]
-        if size < BATCH_ENTRY_OVERHEAD:
-            raise BatchFormatError("bad batch entry size")
-        pos += size
-        count += 1
-    if pos != end:
-        raise BatchFormatError("batch entries overrun the body")
-    return count
 
 
 class CommitLog:
@@ -280,8 +261,8 @@ class CommitLog:
         hsize = header.size
         per_record = hsize + 2 + len(tfield) - BATCH_ENTRY_OVERHEAD + (len(extra) + 1 if extra else 0)
         try:
-            count = _count_entries(body)
-        except BatchFormatError:
+            count = count_batch_entries(body)
+        except RecordFormatError:
             return _result(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED), []
         bound = len(body) + count * per_record
         if count == 0 or bound - count > self.max_record_size:

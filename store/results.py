@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 
 from common.record import message_id
+from common.record_encoder import joined_message_ids
 
 
 class PutMessageStatus(enum.Enum):
@@ -121,7 +122,7 @@ class AppendMessageResult:
         """Offset message id(s), comma-separated for a batch (what RocketMQ's send response carries)."""
         if self._record_offsets is None:
             return message_id(self._store_host, self.wrote_offset)  # one record: no list on the hot path
-        return ",".join(self.msg_ids)
+        return joined_message_ids(self._store_host, self._record_offsets)
 
     def __repr__(self) -> str:
         return (f"AppendMessageResult({self.status.name}, wrote_offset={self.wrote_offset}, "
