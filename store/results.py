@@ -114,8 +114,8 @@ class AppendMessageResult:
     @property
     def msg_ids(self) -> list[str]:
         """Offset message id of each record."""
-        prefix = message_id(self._store_host, 0)[:-16]
-        return [f"{prefix}{off:016X}" for off in self.record_offsets]
+        joined = joined_message_ids(self._store_host, self.record_offsets)
+        return joined.split(",") if joined else []
 
     @property
     def msg_id(self) -> str:
