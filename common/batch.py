@@ -14,8 +14,9 @@ One entry per message, all big-endian (reference §4.6)::
     22+n    p     PROPERTIES  UTF-8, including the entry's own UNIQ_KEY
 
 The broker stores each entry under the request header's topic, queue and sysFlag, and appends the header's
-properties to each entry's. The commit log splits bodies with an inlined copy of :func:`decode_batch_body`'s
-loop on its append path; this one is the reference.
+properties to each entry's. The commit log turns a body into records in one pass without splitting it into
+entries first (:func:`common.record_encoder.encode_batch_records_into`, compiled); :func:`decode_batch_body`
+is the reference reading.
 """
 
 from __future__ import annotations

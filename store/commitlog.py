@@ -24,7 +24,7 @@ import time
 import zlib
 from collections.abc import Iterator
 
-from common.batch import BATCH_ENTRY_HEADER, BATCH_ENTRY_OVERHEAD
+from common.batch import BATCH_ENTRY_OVERHEAD
 from common.errors import RecordFormatError
 from common.message import java_string_hash, tags_code_of_bytes
 from common.record import (
@@ -46,6 +46,7 @@ from common.record import (
     decode_record,
     store_timestamp_offset,
 )
+from common.record_encoder import BatchUnits, count_batch_entries, encode_batch_records_into
 from common.sysflag import MessageSysFlag
 from store.config import StoreConfig
 from store.mapped_file import MappedFile, MappedFileAllocator, MappedFileQueue, wait_shared
@@ -62,39 +63,15 @@ _TXN_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
 _MAX_CACHED_TOPICS = 65_536
 
 #: (physical offset, size, tags code) of each record of a batch, for dispatch.
-BatchDispatch = list[tuple[int, int, int]]
+BatchDispatch = BatchUnits
 
 
 def _result(status: AppendMessageStatus) -> AppendMessageResult:
     return AppendMessageResult(status)
 
 
-_ENTRY_HEAD = struct.Struct(">i8xii")
-"""TOTALSIZE, FLAG, BODYLENGTH of a batch entry (MAGICCODE and BODYCRC are unused placeholders)."""
-_ENTRY_BODY_OFFSET = BATCH_ENTRY_HEADER.size
-
-
 class BatchFormatError(ValueError):
     """A batch body whose entries do not add up (reported as MESSAGE_ILLEGAL)."""
-
-
-def _count_entries(body: bytes) -> int:
-    """Number of entries, hopping from TOTALSIZE to TOTALSIZE; BatchFormatError if they do not tile the
-    body exactly. Cheap (one 4-byte read per entry); the full check happens while writing."""
-    count = pos = 0
-    end = len(body)
-    unpack = INT32.unpack_from
-    while pos < end:
-        if end - pos < BATCH_ENTRY_OVERHEAD:
-            raise BatchFormatError("truncated batch entry")
-        size = unpack(body, pos)[0]
-        if size < BATCH_ENTRY_OVERHEAD:
-            raise BatchFormatError("bad batch entry size")
-        pos += size
-        count += 1
-    if pos != end:
-        raise BatchFormatError("batch entries overrun the body")
-    return count
 
 
 class CommitLog:
@@ -284,8 +261,8 @@ class CommitLog:
         hsize = header.size
         per_record = hsize + 2 + len(tfield) - BATCH_ENTRY_OVERHEAD + (len(extra) + 1 if extra else 0)
         try:
-            count = _count_entries(body)
-        except BatchFormatError:
+            count = count_batch_entries(body)
+        except RecordFormatError:
             return _result(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED), []
         bound = len(body) + count * per_record
         if count == 0 or bound - count > self.max_record_size:
@@ -323,75 +300,15 @@ class CommitLog:
     def _write_batch(self, mapped: MappedFile, header: struct.Struct, body: bytes, tfield: bytes, extra: bytes,
                      sys_flag: int, queue_id: int, queue_offset: int, born_ts: int, born_host: bytes, now: int,
                      store_host: bytes) -> tuple[int, BatchDispatch]:
-        """The second pass of :meth:`append_batch`; returns the file position after the last record."""
-        src = memoryview(body)
-        view = mapped.view
-        base = mapped.file_from_offset
-        w = mapped.wrote_position
-        pack = header.pack_into
-        hsize = header.size
-        tlen = len(tfield)
-        unpack_head = _ENTRY_HEAD.unpack_from
-        unpack_len = PROPERTIES_LENGTH.unpack_from
-        pack_len = PROPERTIES_LENGTH.pack_into
-        crc32 = zlib.crc32
-        tags_of = self._tags_code_in
-        tag_codes = self._tag_codes
-        find = body.find
-        rfind = body.rfind
-        extra_len = len(extra)
-        sep_extra = b"\x02" + extra
-        end = len(body)
-        units: BatchDispatch = []
-        pos = 0
-        while pos < end:
-            entry_total, flag, body_len = unpack_head(src, pos)
-            body_start = pos + _ENTRY_BODY_OFFSET
-            body_end = body_start + body_len
-            entry_end = pos + entry_total
-            if body_len < 0 or body_end + 2 > entry_end or entry_end > end:
-                raise BatchFormatError("bad batch entry size")
-            props_len = unpack_len(src, body_end)[0]
-            if props_len < 0 or body_end + 2 + props_len != entry_end:
-                raise BatchFormatError("bad batch entry size")
-            props_start = body_end + 2
-            at = rfind(b"TAGS\x01", props_start, entry_end)  # the last TAGS item wins, as in a dict
-            if at < 0:
-                tags = 0
-            else:  # the usual case inline: TAGS starts the properties or follows a separator, code cached
-                value_end = find(b"\x02", at + 5, entry_end)
-                value = body[at + 5:entry_end if value_end < 0 else value_end]
-                cached = tag_codes.get(value)
-                plain = at == props_start or body[at - 1] == 2
-                tags = cached if cached is not None and plain else tags_of(body[props_start:entry_end], value, plain)
-            stored_len = props_len
-            tail = extra
-            if extra_len:
-                if props_len and body[entry_end - 1] != 2:
-                    tail = sep_extra
-                stored_len += len(tail)
-                if stored_len > MAX_PROPERTIES_LENGTH:
-                    raise BatchFormatError("properties too long")
-            size = hsize + body_len + tlen + 2 + stored_len
-            phys = base + w
-            entry_body = src[body_start:body_end]
-            pack(view, w, size, MESSAGE_MAGIC_CODE, crc32(entry_body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
-                 phys, sys_flag, born_ts, born_host, now, store_host, 0, 0, body_len)
-            p = w + hsize
-            q = p + body_len
-            view[p:q] = entry_body
-            p = q + tlen
-            view[q:p] = tfield
-            q = p + 2 + props_len
-            view[p:q] = src[body_end:entry_end]  # PROPERTIESLENGTH + properties, as in the entry
-            if extra_len:
-                pack_len(view, p, stored_len)
-                view[q:q + len(tail)] = tail
-            units.append((phys, size, tags))
-            w += size
-            queue_offset += 1
-            pos = entry_end
-        return w, units
+        """The second pass of :meth:`append_batch`: every entry's record written in one pass by
+        :func:`common.record_encoder.encode_batch_records_into` (compiled); returns the file position after
+        the last record and the records' units. BatchFormatError for entries that do not add up."""
+        try:
+            return encode_batch_records_into(mapped.view, mapped.wrote_position, mapped.file_from_offset, header,
+                                             body, tfield, extra, sys_flag, queue_id, queue_offset, born_ts,
+                                             born_host, now, store_host, self._tags_code_in)
+        except RecordFormatError as exc:
+            raise BatchFormatError(str(exc)) from None
 
     def _tags_code_in(self, props: bytes, value: bytes, plain: bool) -> int:
         """Tag code of ``props`` whose last ``TAGS\\x01`` is followed by ``value``; ``plain`` says that

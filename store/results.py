@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 
 from common.record import message_id
+from common.record_encoder import joined_message_ids
 
 
 class PutMessageStatus(enum.Enum):
@@ -113,15 +114,15 @@ class AppendMessageResult:
     @property
     def msg_ids(self) -> list[str]:
         """Offset message id of each record."""
-        prefix = message_id(self._store_host, 0)[:-16]
-        return [f"{prefix}{off:016X}" for off in self.record_offsets]
+        joined = joined_message_ids(self._store_host, self.record_offsets)
+        return joined.split(",") if joined else []
 
     @property
     def msg_id(self) -> str:
         """Offset message id(s), comma-separated for a batch (what RocketMQ's send response carries)."""
         if self._record_offsets is None:
             return message_id(self._store_host, self.wrote_offset)  # one record: no list on the hot path
-        return ",".join(self.msg_ids)
+        return joined_message_ids(self._store_host, self._record_offsets)
 
     def __repr__(self) -> str:
         return (f"AppendMessageResult({self.status.name}, wrote_offset={self.wrote_offset}, "

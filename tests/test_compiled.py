@@ -21,7 +21,7 @@ from common import compiled
 ROOT = Path(__file__).resolve().parent.parent
 
 # A child prints, for the build it was started with, what each compiled module was loaded from and the bytes the
-# codecs produce (a record, a decoded record, a frame, a batch body).
+# codecs produce (a record, a decoded record, a frame, a batch body, a batch body's records and ids).
 _PROBE = r"""
 import json, importlib
 import common.compiled as c
@@ -41,6 +41,15 @@ back = FrameDecoder().feed(frame)[0]
 headers = [encode_header(RemotingCommand(11, opaque=9, ext_fields={"k": "v"}, serialize_type=t)) for t in (0, 1, 0x4D)]
 decoded_headers = [repr(decode_header(t, h)) for t, h in zip((0, 1, 0x4D), headers)]
 batch = encode_batch_body([BatchEntry(1, b"b1", "K\x01v"), BatchEntry(2, b"", "")])
+from common.record import HEADER_STRUCTS
+from common.record_encoder import encode_batch_records_into, joined_message_ids, count_batch_entries
+tagged = encode_batch_body([BatchEntry(1, b"b1", "TAGS\x01a\x02K\x01v"), BatchEntry(2, b"", ""),
+                            BatchEntry(3, b"b3" * 50, "TAGS\x01a\x02"), BatchEntry(4, b"b4", "XTAGS\x01z")])
+out = bytearray(4096)
+end, units = encode_batch_records_into(memoryview(out), 8, 4096, HEADER_STRUCTS[1], tagged, b"\x02T\xc3",
+                                       b"CLUSTER\x01c", 0x10, 2, 77, 5, bytes(16) + b"\x00\x00\x00\x07", 6,
+                                       b"\x7f\0\0\1\0\0\0\2",
+                                       lambda props, value, plain: len(value) * 1000 + plain + len(props))
 print(json.dumps({
     "active": c.ACTIVE,
     "files": {m: importlib.import_module(m).__file__.rsplit("/", 1)[-1] for m in c.MODULES},
@@ -48,6 +57,8 @@ print(json.dumps({
     "dispatch": repr(check_record(rec, 0, len(rec), base_offset=777)), "msg_id": message_id(b"\x7f\0\0\1\0\0\0\1", 9),
     "frame": frame.hex(), "back": repr(back), "headers": [h.hex() for h in headers],
     "decoded_headers": decoded_headers, "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
+    "batch_records": out[:end].hex(), "units": units, "count": count_batch_entries(tagged),
+    "batch_ids": joined_message_ids(b"\x7f\0\0\1\0\0\0\2", [u[0] for u in units]),
 }))
 """
 
