@@ -94,3 +94,41 @@ async def test_first_frame_of_a_loop_step_leaves_at_once_and_the_rest_together()
     assert answered_opaques(transport.writes) == [[requests[0].opaque], [req.opaque for req in requests[1:]]]
     conn.send(requests[0])  # a new loop iteration: at once again
     assert len(transport.writes) == 3
+
+
+async def test_request_answer_exchange_schedules_no_flush() -> None:
+    """A lone request leaves at once with nothing scheduled on the loop; its answer makes the next lone
+    request eager again; a second frame before any input is coalesced by a flush in the next iteration."""
+    transport = RecordingTransport()
+    conn = Connection({})
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    scheduled: list[object] = []
+    real_call_soon = loop.call_soon
+
+    def counting_call_soon(callback: Any, *args: Any, **kwargs: Any) -> asyncio.Handle:
+        scheduled.append(callback)
+        return real_call_soon(callback, *args, **kwargs)
+
+    loop.call_soon = counting_call_soon  # type: ignore[method-assign,assignment]
+    try:
+        for _ in range(3):
+            request = RemotingCommand.request(CODE, body=bytes(10))
+            conn.send(request)
+            assert answered_opaques(transport.writes[-1:]) == [[request.opaque]], "the request did not leave at once"
+            assert scheduled == [], "a lone request scheduled work on the loop"
+            answer = request.response(0)
+            answer.flag |= 1
+            conn.data_received(encode_frame(answer))
+        first, second = (RemotingCommand.request(CODE, body=bytes(10)) for _ in range(2))
+        conn.send(first)
+        writes = len(transport.writes)
+        conn.send(second)  # no input since the eager write: coalesced with what follows in this iteration
+        assert len(transport.writes) == writes and len(scheduled) == 1
+    finally:
+        loop.call_soon = real_call_soon  # type: ignore[method-assign]
+    await asyncio.sleep(0)
+    assert answered_opaques(transport.writes[-1:]) == [[second.opaque]]
+    third = RemotingCommand.request(CODE, body=bytes(10))
+    conn.send(third)  # the flush ran: eager again
+    assert answered_opaques(transport.writes[-1:]) == [[third.opaque]]
