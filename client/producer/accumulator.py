@@ -16,6 +16,7 @@ alone. Why: under concurrency one request per message spends most of both proces
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,8 @@ from client.producer.outgoing import MessagePreparer, Outgoing
 from common.batch import BATCH_ENTRY_OVERHEAD
 
 __all__ = ["Accumulator", "split_batch_result"]
+
+_budget_of = operator.attrgetter("budget")
 
 #: ``send(out, budget, is_async)``: every attempt of one prepared message or batch.
 SendOutgoing = Callable[[Outgoing, float, bool], Awaitable[SendResult]]
@@ -112,7 +115,7 @@ class Accumulator:
             budget = out.budget
         else:
             out = self._preparer.coalesce(outs)
-            budget = min([item.budget for item in outs])
+            budget = min(map(_budget_of, outs))
         try:
             result = await self._send(out, budget, is_async)
         except BaseException as exc:
