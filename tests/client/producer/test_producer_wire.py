@@ -117,3 +117,11 @@ def test_coalesced_body_matches_the_model_encoder() -> None:
     assert batch.msg_id == ",".join(out.msg_id for out in outs)
     assert batch.properties == "WAIT\x01true"
 
+
+
+def test_which_messages_may_be_coalesced() -> None:
+    preparer = _preparer(SerializeType.MSGPACK)
+    assert [preparer.prepare(msg).batchable for msg in _messages()] == [True, True, True, True, False, False, True,
+                                                                       False, False]
+    big = preparer.prepare(Message("T", b"x" * (preparer.auto_batch_max_bytes + 1)))  # WAIT only, too big
+    assert not big.batchable and big.properties == f"WAIT\x01true\x02UNIQ_KEY\x01{big.msg_id}"
