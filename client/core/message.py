@@ -78,6 +78,10 @@ class Message:
         self.topic = topic
         self.body = body
         self.flag = flag
+        if not (properties or tags or keys or delay_level):
+            # The usual message (W1's): WAIT alone, one dict display instead of five steps.
+            self.properties = {_WAIT: _WAIT_TRUE if wait_store_msg_ok else _WAIT_FALSE}
+            return
         props: dict[str, str] = dict(properties) if properties else {}
         if tags:
             props[_TAGS] = tags

@@ -9,11 +9,13 @@ A ``UNIQ_KEY`` is the upper-case hex of 16 bytes for an IPv4 host (28 for an IPv
     10/22   4     milliseconds since the start of the current month (local time), low 32 bits
     14/26   2     counter, wrapping at 65536
 
-The first three fields never change in a process, so their hex is computed once (``prefix``); each id
-then costs one clock read, one counter step and one format. A month holds at most 31 days = 2.68e9 ms,
-which does not fit a signed int: RocketMQ writes the value through a Java ``int`` cast, and we write the
-same 32 bits unsigned, so the bytes agree. When the clock crosses into the next month (or steps back
-before the current one) the month start is computed again.
+The first three fields never change in a process, so their hex is computed once (``prefix``), and the hex of
+prefix + time is kept for the current millisecond; an id then costs one clock read, one counter step and two
+table lookups (the counter's two bytes as hex): about 0.25 µs, against 0.65 with a format per id.
+
+A month holds at most 31 days = 2.68e9 ms, which does not fit a signed int: RocketMQ writes the value through a
+Java ``int`` cast, and we write the same 32 bits unsigned, so the bytes agree. When the clock crosses into the
+next month (or steps back before the current one) the month start is computed again.
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ def _month_bounds(now_ms: int) -> tuple[int, int]:
     return int(start.timestamp() * 1000), int(following.timestamp() * 1000)
 
 
+#: Upper-case hex of each byte value: an id's counter is two lookups, not a format.
+_HEX_BYTES = tuple(f"{i:02X}" for i in range(256))
+
+
 class UniqIdGenerator:
     """Makes ``UNIQ_KEY`` values; one per process is enough (:func:`default_generator`).
 
@@ -88,7 +94,7 @@ class UniqIdGenerator:
     counter's first value.
     """
 
-    __slots__ = ("_clock", "_counter", "_month_end", "_month_start", "prefix")
+    __slots__ = ("_clock", "_counter", "_divisor", "_head", "_head_ms", "_month_end", "_month_start", "prefix")
 
     def __init__(
         self,
@@ -104,18 +110,30 @@ class UniqIdGenerator:
         process_bits = (random.getrandbits(32) if process_int is None else process_int) & 0xFFFFFFFF
         fixed = address.packed + pid_bits.to_bytes(2, "big") + process_bits.to_bytes(4, "big")
         self.prefix: str = fixed.hex().upper()
-        self._clock = clock
+        # The default clock is read as time.time_ns() // 10**6 inline (no Python-level call per id).
+        self._clock, self._divisor = (time.time_ns, 1_000_000) if clock is wall_clock_ms else (clock, 1)
         self._counter = itertools.count(counter_start)
         self._month_start, self._month_end = _month_bounds(clock())
+        #: The millisecond whose ``prefix + time`` hex is ``_head`` (-1: none yet).
+        self._head_ms = -1
+        self._head = ""
 
     def next_id(self) -> str:
         """A new ``UNIQ_KEY``: the fixed prefix, then month-relative ms and the counter, 12 hex digits."""
-        now = self._clock()
-        if not self._month_start <= now < self._month_end:
-            self._month_start, self._month_end = _month_bounds(now)
+        now = self._clock() // self._divisor
+        if now != self._head_ms:
+            self._new_head(now)
         # next() on itertools.count is atomic under the GIL, so the blocking facade's thread is safe too.
         counter = next(self._counter) & 0xFFFF
-        return f"{self.prefix}{(now - self._month_start) & 0xFFFFFFFF:08X}{counter:04X}"
+        return self._head + _HEX_BYTES[counter >> 8] + _HEX_BYTES[counter & 0xFF]
+
+    def _new_head(self, now: int) -> None:
+        """Prefix + time of millisecond ``now``. The head is stored before its millisecond, so a thread that
+        sees ``_head_ms == now`` also sees its head (at worst an id carries the previous millisecond)."""
+        if not self._month_start <= now < self._month_end:
+            self._month_start, self._month_end = _month_bounds(now)
+        self._head = f"{self.prefix}{(now - self._month_start) & 0xFFFFFFFF:08X}"
+        self._head_ms = now
 
 
 _default: UniqIdGenerator | None = None

@@ -88,6 +88,7 @@ ONEWAY_YIELD_EVERY = 64
 MAX_SLOT_WAITERS = 65536
 
 _monotonic = time.monotonic
+_RUNNING = State.RUNNING
 
 
 class Producer(ClientMember):
@@ -237,24 +238,28 @@ class Producer(ClientMember):
         arg: Any = None,
     ) -> SendResult:
         """Send and wait for the broker's answer (rules in the module docstring)."""
-        if self._state is not State.RUNNING:
+        if self._state is not _RUNNING:
             self._raise_not_running()
         out = self._preparer.prepare(msg)
         if selector is not None:
             return await self._send_sync(out, timeout, msg, selector, arg)
         # Fast path: route known, a slot free. Anything else takes the general path.
         info = self._publish.get(out.topic)
-        if info is None or not info.ok or self._in_flight >= self._max_in_flight:
+        in_flight = self._in_flight
+        if info is None or not info.message_queues or in_flight >= self._max_in_flight:
             return await self._send_sync(out, timeout, None, None, None)
         budget = self._timeout if timeout is None else self._budget(timeout)
-        self._in_flight += 1
+        self._in_flight = in_flight + 1
         try:
-            if self._in_flight > 1 and out.batchable and self._auto_batch:
+            if in_flight and out.batchable and self._auto_batch:
                 # Others are in flight: join this loop step's batch (its queue is chosen when it leaves).
                 return await self._accumulator.add(out, budget, False)
             return await self._sender.send(out, budget, self._sync_policy, info)
         finally:
-            self._release_slot()
+            if self._slot_waiters or self._in_flight == 1:
+                self._release_slot()
+            else:
+                self._in_flight -= 1  # what _release_slot does when nobody waits and others are in flight
 
     async def send_batch(self, messages: Iterable[Message], *, timeout: float | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE, with ``send``'s retry rules.

@@ -83,3 +83,13 @@ def test_client_id() -> None:
     assert client_id(ip="10.0.0.5", instance_name="inst") == "10.0.0.5@inst"
     assert client_id(ip="10.0.0.5", instance_name="inst", unit_name="u1") == "10.0.0.5@inst@u1"
     assert client_id().startswith(local_ip() + "@")
+
+
+def test_ids_of_one_millisecond_share_the_time_and_a_new_millisecond_changes_it() -> None:
+    clock = FakeClock(_ms(2024, 5, 10) + 100)
+    gen = UniqIdGenerator(ip="10.0.0.1", pid=1, process_int=1, clock=clock, counter_start=0x00FE)
+    first, second = gen.next_id(), gen.next_id()
+    assert first[:28] == second[:28] and (first[28:], second[28:]) == ("00FE", "00FF")
+    clock.now += 1
+    third = gen.next_id()
+    assert int(third[20:28], 16) == int(first[20:28], 16) + 1 and third[28:] == "0100"
