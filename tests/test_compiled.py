@@ -21,7 +21,7 @@ from common import compiled
 ROOT = Path(__file__).resolve().parent.parent
 
 # A child prints, for the build it was started with, what each compiled module was loaded from and the bytes the
-# codecs produce (a record, a decoded record, a frame, a batch body).
+# codecs produce (a record, a decoded record, a frame, a batch body, the messages of a pull body).
 _PROBE = r"""
 import json, importlib
 import common.compiled as c
@@ -41,6 +41,13 @@ back = FrameDecoder().feed(frame)[0]
 headers = [encode_header(RemotingCommand(11, opaque=9, ext_fields={"k": "v"}, serialize_type=t)) for t in (0, 1, 0x4D)]
 decoded_headers = [repr(decode_header(t, h)) for t, h in zip((0, 1, 0x4D), headers)]
 batch = encode_batch_body([BatchEntry(1, b"b1", "K\x01v"), BatchEntry(2, b"", "")])
+from client.consumer.fast_decode import decode_records
+from client.consumer.pull_result import _decode
+from client.core.message_ext import MessageExt
+v4 = encode_record(topic="T4", body=b"four", properties="K\x01v", queue_id=1, queue_offset=10, physical_offset=900,
+                   born_timestamp=3, store_timestamp=4, born_host=b"\x7f\x00\x00\x01\x00\x00\x00\x07")
+pulled = [[repr([getattr(m, f) for f in MessageExt.__slots__]) for m in d(v4 + v4 + rec + v4, broker_name="b",
+           properties_suffix="\x02MAX_OFFSET\x0111")] for d in (decode_records, _decode)]
 print(json.dumps({
     "active": c.ACTIVE,
     "files": {m: importlib.import_module(m).__file__.rsplit("/", 1)[-1] for m in c.MODULES},
@@ -48,6 +55,7 @@ print(json.dumps({
     "dispatch": repr(check_record(rec, 0, len(rec), base_offset=777)), "msg_id": message_id(b"\x7f\0\0\1\0\0\0\1", 9),
     "frame": frame.hex(), "back": repr(back), "headers": [h.hex() for h in headers],
     "decoded_headers": decoded_headers, "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
+    "pulled": pulled,
 }))
 """
 
