@@ -30,7 +30,6 @@ import operator
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from itertools import repeat
 
 from client.consumer.types import (
     CONSUME_CONCURRENTLY_MAX_SPAN,
@@ -228,11 +227,14 @@ class ProcessQueue:
         held = self._messages
         if not held:
             return -1
-        # C loops over the batch: one pop per message (None for a message not held), then the sizes of those
-        # that were (a MessageExt is always true).
-        gone = list(filter(None, map(held.pop, map(_QUEUE_OFFSET, messages), repeat(None))))
-        self.msg_count -= len(gone)
-        self.msg_size -= sum(map(len, map(_BODY, gone)))
+        count = size = 0
+        for message in messages:
+            gone = held.pop(message.queue_offset, None)
+            if gone is not None:
+                count += 1
+                size += len(gone.body)
+        self.msg_count -= count
+        self.msg_size -= size
         first = self._first_offset()
         return self.queue_offset_max + 1 if first is None else first
 
