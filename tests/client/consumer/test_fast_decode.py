@@ -5,7 +5,11 @@ same position, for good bodies of every shape and for damaged ones. Runs against
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,3 +95,21 @@ def test_the_pull_path_uses_the_compiled_decoder_only_when_it_is_loaded() -> Non
 
     expected = decode_records if compiled.loaded_from_extension(fast_decode) else decode_messages
     assert pull_result._decode is expected
+
+
+def test_without_cython_installed_the_plain_build_decodes_with_the_model() -> None:
+    # The typed source imports the `cython` shim, which only the build requires: a plain install without Cython
+    # falls back to decode_messages instead of failing to import.
+    probe = (
+        "import sys\n"
+        "class NoCython:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'cython': raise ImportError('no cython here')\n"
+        "sys.meta_path.insert(0, NoCython())\n"
+        "from client.consumer import pull_result\n"
+        "from client.core.message_ext import decode_messages\n"
+        "assert pull_result._decode is decode_messages, pull_result._decode\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV} | {compiled.PURE_ENV: "1"}
+    subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[3], env=env, check=True,
+                   timeout=60)
