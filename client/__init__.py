@@ -22,6 +22,7 @@ vocabulary in :mod:`client.consumer.types` (:class:`ConsumeResult`, :class:`Mess
 ``SubscriptionData``, the record codec) is in :mod:`common`.
 """
 
+import common.compiled  # noqa: F401  (first: the switch between compiled and plain modules, common.compiled)
 from client.consumer.pull import PullConsumer
 from client.consumer.pull_result import PullResult, PullStatus
 from client.consumer.push import BatchMessageHandler, MessageHandler, PushConsumer

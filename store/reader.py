@@ -20,6 +20,7 @@ from collections.abc import Callable
 from store.commitlog import CommitLog
 from store.config import BrokerRole, StoreConfig
 from store.consume_queue import BLANK_UNIT_SIZE, CQ_UNIT, UNIT_SIZE, ConsumeQueue
+from store.mapped_file import MappedFile
 from store.queue_table import ConsumeQueueTable
 from store.results import GetMessageResult, GetMessageStatus
 
@@ -92,8 +93,12 @@ class MessageReader:
             result.next_begin_offset = self._correct(offset, _next_cq_file_index(cq, offset))
             return result
         buffers, queue_offsets, tags_codes = result.message_buffers, result.message_queue_offsets, result.tags_codes
-        get_message = self._commit_log.get_message
+        find_file = self._commit_log.queue.find
         cl_min = self._commit_log.min_offset
+        # The commit-log file of the record before: a pull's records are nearly always in one file, so the file
+        # is looked up once per pull, not once per record (CommitLog.get_message's find + select).
+        mapped: MappedFile | None = None
+        file_from = file_end = 0
         index = offset
         total = 0
         removed = False
@@ -108,7 +113,10 @@ class MessageReader:
             if message_filter is not None and not message_filter(tags):
                 index += 1
                 continue
-            view = get_message(phys, size)
+            if not file_from <= phys < file_end:
+                mapped = find_file(phys)
+                file_from, file_end = (mapped.file_from_offset, mapped.file_end_offset) if mapped else (0, 0)
+            view = mapped.select(phys - file_from, size) if mapped is not None else None
             if view is None:
                 removed = True
                 index += 1

@@ -21,7 +21,8 @@ from common import compiled
 ROOT = Path(__file__).resolve().parent.parent
 
 # A child prints, for the build it was started with, what each compiled module was loaded from and the bytes the
-# codecs produce (a record, a decoded record, a frame, a batch body, a batch body's records and ids).
+# codecs produce (a record, a decoded record, a frame, a batch body, a batch body's records and ids, the messages
+# of a pull body).
 _PROBE = r"""
 import json, importlib
 import common.compiled as c
@@ -50,6 +51,13 @@ end, units = encode_batch_records_into(memoryview(out), 8, 4096, HEADER_STRUCTS[
                                        b"CLUSTER\x01c", 0x10, 2, 77, 5, bytes(16) + b"\x00\x00\x00\x07", 6,
                                        b"\x7f\0\0\1\0\0\0\2",
                                        lambda props, value, plain: len(value) * 1000 + plain + len(props))
+from client.consumer.fast_decode import decode_records
+from client.consumer.pull_result import _decode
+from client.core.message_ext import MessageExt
+v4 = encode_record(topic="T4", body=b"four", properties="K\x01v", queue_id=1, queue_offset=10, physical_offset=900,
+                   born_timestamp=3, store_timestamp=4, born_host=b"\x7f\x00\x00\x01\x00\x00\x00\x07")
+pulled = [[repr([getattr(m, f) for f in MessageExt.__slots__]) for m in d(v4 + v4 + rec + v4, broker_name="b",
+           properties_suffix="\x02MAX_OFFSET\x0111")] for d in (decode_records, _decode)]
 print(json.dumps({
     "active": c.ACTIVE,
     "files": {m: importlib.import_module(m).__file__.rsplit("/", 1)[-1] for m in c.MODULES},
@@ -59,6 +67,7 @@ print(json.dumps({
     "decoded_headers": decoded_headers, "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
     "batch_records": out[:end].hex(), "units": units, "count": count_batch_entries(tagged),
     "batch_ids": joined_message_ids(b"\x7f\0\0\1\0\0\0\2", [u[0] for u in units]),
+    "pulled": pulled,
 }))
 """
 

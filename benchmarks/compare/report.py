@@ -219,7 +219,8 @@ METHOD = """## Method
   N coroutines each awaiting `Producer.send` → SEND_OK (the SDK coalesces what meets in one loop step).
   "x best peer" compares with the best row of any peer, tuned or naive.
 - W3: one send at a time; latency from the call to its acknowledgement.
-- W4: the W1 backlog read by a new consumer: PocketMQ push consumer (offsets committed as it goes),
+- W4: the W1 backlog read by a new consumer: PocketMQ push consumer (pulls of 32, one batch-handler call per
+  pull, offsets committed as it goes),
   NATS durable pull consumer, Redis `XREADGROUP` + `XACK`, RabbitMQ `basic.consume` with prefetch 1,000;
   "ack each message" and "one ack per 100" are each peer's slow and fast modes.
   The rate runs from the consumer's start (connect, subscribe, rebalance) to the last message.

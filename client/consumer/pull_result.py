@@ -7,7 +7,8 @@ Response code → status (reference §2.5): 0 SUCCESS → FOUND, 19 PULL_NOT_FOU
 broker's error (:func:`remoting.errors.error_for_response`). The response header always carries
 ``nextBeginOffset``, ``minOffset``, ``maxOffset`` and ``suggestWhichBrokerId``.
 
-For FOUND the body is decoded (:func:`client.core.message_ext.decode_messages`); the broker filtered by tag hash
+For FOUND the body is decoded (:func:`client.core.message_ext.decode_messages`, or its compiled twin
+:func:`client.consumer.fast_decode.decode_records` when that build runs); the broker filtered by tag hash
 code only, so messages whose ``TAGS`` string is not subscribed are dropped here, and every remaining
 message gets the ``MIN_OFFSET``/``MAX_OFFSET`` properties and the queue's broker name, as in the Java
 client.
@@ -16,11 +17,12 @@ client.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from client.core.message import MessageQueue
 from client.core.message_ext import MessageExt, decode_messages
+from common.compiled import loaded_from_extension
 from common.message import MessageConst
 from common.subscription import SubscriptionData
 from remoting.codes import ResponseCode
@@ -43,6 +45,20 @@ class PullStatus(enum.Enum):
 
 
 _STATUS_BY_CODE: dict[int, PullStatus] = {int(status.value): status for status in PullStatus}
+
+
+
+def _decoder() -> Callable[..., list[MessageExt]]:
+    """The compiled decoder when its extension is loaded; in plain Python the model's own (the faster of the two
+    there; the typed source needs the ``cython`` shim, which only the build requires)."""
+    try:
+        from client.consumer import fast_decode
+    except ImportError:
+        return decode_messages
+    return fast_decode.decode_records if loaded_from_extension(fast_decode) else decode_messages
+
+
+_decode = _decoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +121,7 @@ def pull_result_from_response(
         # MIN_OFFSET / MAX_OFFSET properties and the broker name on every message, as the Java client does.
         suffix = (f"\x02{MessageConst.PROPERTY_MIN_OFFSET}\x01{min_offset}"
                   f"\x02{MessageConst.PROPERTY_MAX_OFFSET}\x01{max_offset}")
-        messages = decode_messages(body, decompress=decompress, check_crc=check_crc,
+        messages = _decode(body, decompress=decompress, check_crc=check_crc,
                                    broker_name=message_queue.broker_name, properties_suffix=suffix)
         if subscription is not None and not subscription.is_all:
             matches = subscription.matches

@@ -29,6 +29,7 @@ from client.core.message_ext import restore_retry_topics
 from common.service import Service
 from common.subscription import SubscriptionData
 from common.sysflag import pull_sys_flag
+from common.topic import retry_topic
 from remoting.codes import ResponseCode
 from remoting.errors import PocketMQError, ResponseError
 
@@ -64,6 +65,7 @@ class PullService(Service):
         self._ctx = context
         self._consume = consume
         self._clustering = context.config.clustering
+        self._retry_topic = retry_topic(context.api.group)
         #: The queues assigned now and their process queues.
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -171,7 +173,8 @@ class PullService(Service):
         if status is PullStatus.FOUND:
             msgs = result.messages
             if msgs:
-                restore_retry_topics(msgs, self._ctx.api.group)
+                if mq.topic == self._retry_topic:  # a queue holds its own topic's messages only
+                    restore_retry_topics(msgs, self._ctx.api.group)
                 dispatch = pq.put(msgs)
                 # Offsets up to next_begin that were not delivered were filtered out (by tag): once the
                 # delivered ones are done, the queue's offset may move past them.

@@ -153,3 +153,16 @@ async def test_puts_refused_when_not_running_and_on_slaves(tmp_path: Path) -> No
     finally:
         await slave.shutdown()
     assert (await slave.put_message(msg())).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+async def test_a_pull_across_commit_log_files_reads_each_record_from_its_file(store: MessageStore) -> None:
+    # 64 KiB commit-log files: 5 KiB bodies put the records of one 32-message pull in three files.
+    for i in range(40):
+        await store.put_message(msg(body=bytes([i]) * 5000))
+    assert len(store.commit_log.queue.files) >= 3
+    found = store.get_messages("g", "T", 0, 2, 32, max_bytes=1 << 20)
+    assert found.message_queue_offsets == list(range(2, 34))
+    records = [decode_record(view) for view in found.message_buffers]
+    assert [(r.queue_offset, r.body) for r in records] == [  # type: ignore[union-attr]
+        (i, bytes([i]) * 5000) for i in range(2, 34)]
+    found.release()
