@@ -21,7 +21,8 @@ from common import compiled
 ROOT = Path(__file__).resolve().parent.parent
 
 # A child prints, for the build it was started with, what each compiled module was loaded from and the bytes the
-# codecs produce (a record, a decoded record, a frame, a batch body).
+# codecs produce (a record, a decoded record, a frame, a batch body), and the digest of the index file the index walk
+# writes for a sample of records (tests/index/kernel_sample.py).
 _PROBE = r"""
 import json, importlib
 import common.compiled as c
@@ -31,6 +32,10 @@ from common.batch import BatchEntry, encode_batch_body, decode_batch_body
 from remoting.command import RemotingCommand
 from remoting.serialization import decode_header, encode_header
 from remoting.frame import FrameDecoder, encode_frame
+import tempfile
+from tests.index.kernel_sample import index_digest
+with tempfile.TemporaryDirectory(prefix="pocketmq-probe-") as scratch:
+    index = index_digest(scratch)
 rec = encode_record(topic="T\u00e9", body=b"\x00\x01body", properties="TAGS\x01a\x02KEYS\x01k1 k2",
                     queue_id=3, queue_offset=9, physical_offset=777, born_timestamp=1, store_timestamp=2,
                     born_host=bytes(16) + b"\x00\x00\x00\x05")
@@ -48,6 +53,7 @@ print(json.dumps({
     "dispatch": repr(check_record(rec, 0, len(rec), base_offset=777)), "msg_id": message_id(b"\x7f\0\0\1\0\0\0\1", 9),
     "frame": frame.hex(), "back": repr(back), "headers": [h.hex() for h in headers],
     "decoded_headers": decoded_headers, "batch": batch.hex(), "entries": repr(decode_batch_body(batch)),
+    "index": index,
 }))
 """
 
