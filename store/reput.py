@@ -31,7 +31,7 @@ from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.listeners import StoreListeners
 from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for, fsync_dir
-from store.queue_table import ConsumeQueueTable
+from store.queue_table import DISPATCHED, NOT_READY, ConsumeQueueTable
 
 
 class Reput:
@@ -75,18 +75,17 @@ class Reput:
 
     def _reput(self, inline: bool) -> bool:
         scanner = self._commit_log.scan(self.offset, check_crc=False, written_only=True)
-        queues = self._queues
-        dispatch = queues.dispatch
-        ready = queues.can_dispatch
+        dispatch = self._queues.dispatch_ready
         notify = self._listeners.notify_arrival if self._listeners.arrival else None
         self.waiting = None
         for request in scanner:
-            if not inline and not ready(request):
+            done = dispatch(request, inline)
+            if done == DISPATCHED:
+                if notify is not None:  # topic, queue id, next queue offset, tags code, store time
+                    notify(request[0], request[1], request[6] + 1, request[4], request[5])
+            elif done == NOT_READY:
                 self.waiting = request  # the scan stopped before it: the next dispatch starts there
                 break
-            if dispatch(request) and notify is not None:
-                notify(request.topic, request.queue_id, request.consume_queue_offset + 1, request.tags_code,
-                       request.store_timestamp)
         self.offset = scanner.end_offset
         if scanner.error is not None:
             self._log.error("replicated_data_invalid_tail_cut", offset=scanner.end_offset, reason=scanner.error.reason)
