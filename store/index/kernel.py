@@ -24,7 +24,20 @@ from typing import Any
 import cython  # type: ignore[import-untyped,unused-ignore]
 
 from common.message import MessageConst, get_property, java_hash, java_hash_after
-from common.record import TOPIC_NAMES, Blank, locate_record, remember_topic
+from common.record import (
+    BORN_HOST_OFFSET,
+    HEADER_STRUCTS,
+    IPV4_HOST_LENGTH,
+    IPV6_HOST_LENGTH,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    SYS_FLAG_OFFSET,
+    TOPIC_NAMES,
+    Blank,
+    locate_record,
+    remember_topic,
+)
 from common.sysflag import MessageSysFlag
 from store.index.file import ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE, IndexFile, key_hash, positive_hash
 
@@ -34,6 +47,16 @@ _INT_MAX = cython.declare(cython.longlong, 0x7FFFFFFF)
 _HEADER = cython.declare(cython.Py_ssize_t, HEADER_SIZE)
 _SLOT = cython.declare(cython.Py_ssize_t, SLOT_SIZE)
 _ENTRY = cython.declare(cython.Py_ssize_t, ENTRY_SIZE)
+_MAGIC = cython.declare(cython.int, MESSAGE_MAGIC_CODE)
+_MAX_TOPIC = cython.declare(cython.Py_ssize_t, MAX_TOPIC_LENGTH)
+_MAX_PROPERTIES = cython.declare(cython.Py_ssize_t, MAX_PROPERTIES_LENGTH)
+_SYS_FLAG_AT = cython.declare(cython.Py_ssize_t, SYS_FLAG_OFFSET)
+_HOST_BITS_AT = cython.declare(cython.Py_ssize_t, SYS_FLAG_OFFSET + 3)
+_BORN_HOST_AT = cython.declare(cython.Py_ssize_t, BORN_HOST_OFFSET)
+_V4_HOST = cython.declare(cython.Py_ssize_t, IPV4_HOST_LENGTH)
+_V6_HOST = cython.declare(cython.Py_ssize_t, IPV6_HOST_LENGTH)
+_FIXED = cython.declare(cython.Py_ssize_t, HEADER_STRUCTS[0].size - 2 * IPV4_HOST_LENGTH)
+"""Bytes of the fixed fields but the two hosts (BORNHOST's and STOREHOST's lengths depend on SYSFLAG)."""
 _UNIQ_NAME = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 _KEYS_NAME = MessageConst.PROPERTY_KEYS.encode()
 TOPIC_SEEDS_MAX = 4096
@@ -145,6 +168,7 @@ def _span_plain(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
 @cython.inline
 @cython.locals(lv=cython.uchar[::1], at=cython.Py_ssize_t, stop=cython.Py_ssize_t, i=cython.Py_ssize_t,
                n=cython.Py_ssize_t)
+@cython.returns(cython.bint)
 def _is_item(lv: Any, at: Any, stop: Any, name: bytes) -> cython.bint:
     """True when the property item ``lv[at:stop]`` is named ``name`` (``name\\x01value``)."""
     n = len(name)
@@ -159,6 +183,7 @@ def _is_item(lv: Any, at: Any, stop: Any, name: bytes) -> cython.bint:
 @cython.cfunc
 @cython.locals(lv=cython.uchar[::1], at=cython.Py_ssize_t, stop=cython.Py_ssize_t, i=cython.Py_ssize_t,
                h=cython.uint, c=cython.uchar, s=cython.int, seed=cython.int)
+@cython.returns(cython.longlong)
 def _key_hash(view: Any, lv: Any, at: Any, stop: Any, seed: Any) -> cython.longlong:
     """The index hash of the key ``lv[at:stop]`` after a topic of hash ``seed`` (non-ASCII: the plain path)."""
     h = cython.cast(cython.uint, seed)
@@ -171,6 +196,64 @@ def _key_hash(view: Any, lv: Any, at: Any, stop: Any, seed: Any) -> cython.longl
     if s == -0x7FFFFFFF - 1:
         return 0
     return -s if s < 0 else s
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(lv=cython.uchar[::1], at=cython.Py_ssize_t)
+@cython.returns(cython.int)
+def _get32(lv: Any, at: Any) -> cython.int:
+    return cython.cast(cython.int, (cython.cast(cython.uint, lv[at]) << 24)
+                       | (cython.cast(cython.uint, lv[at + 1]) << 16)
+                       | (cython.cast(cython.uint, lv[at + 2]) << 8) | lv[at + 3])
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(lv=cython.uchar[::1], at=cython.Py_ssize_t)
+@cython.returns(cython.longlong)
+def _get64(lv: Any, at: Any) -> cython.longlong:
+    return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, cython.cast(cython.uint, _get32(lv, at))) << 32)
+                       | cython.cast(cython.uint, _get32(lv, at + 4)))
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(host_bits=cython.uchar)
+@cython.returns(cython.Py_ssize_t)
+def _header_size(host_bits: Any) -> cython.Py_ssize_t:
+    """Bytes of a record's fixed fields (up to BODYLENGTH), by the host bits of SYSFLAG's last byte."""
+    return (_FIXED + (_V6_HOST if host_bits & 0x10 else _V4_HOST)
+            + (_V6_HOST if host_bits & 0x20 else _V4_HOST))
+
+
+@cython.cfunc
+@cython.locals(lv=cython.uchar[::1], pos=cython.Py_ssize_t, lim=cython.Py_ssize_t, size=cython.Py_ssize_t,
+               end=cython.Py_ssize_t, body=cython.Py_ssize_t, tstart=cython.Py_ssize_t, tlen=cython.Py_ssize_t,
+               pstart=cython.Py_ssize_t, plen=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _good_record_end(lv: Any, pos: Any, lim: Any) -> cython.Py_ssize_t:
+    """Where the record at ``pos`` ends when it passes every test of ``locate_record``'s good path (magic,
+    sizes within ``lim``, topic and properties lengths; no CRC, no expected offset): else 0, and the
+    caller asks ``locate_record`` itself (a blank marker, damage, or a variant this does not take)."""
+    if lim - pos < _HOST_BITS_AT + 1:
+        return 0
+    size = _header_size(lv[pos + _HOST_BITS_AT])
+    if lim - pos < size or _get32(lv, pos + 4) != _MAGIC:
+        return 0
+    end = pos + _get32(lv, pos)
+    body = _get32(lv, pos + size - 4)
+    tstart = pos + size + body + 1
+    if body < 0 or end > lim or tstart > end:
+        return 0
+    tlen = lv[tstart - 1]
+    pstart = tstart + tlen + 2
+    if tlen <= 0 or tlen > _MAX_TOPIC or pstart > end:
+        return 0
+    plen = (cython.cast(cython.Py_ssize_t, lv[pstart - 2]) << 8) | lv[pstart - 1]
+    if plen > _MAX_PROPERTIES or pstart + plen != end:
+        return 0
+    return end
 
 
 @cython.cfunc
@@ -195,7 +278,9 @@ def _put32(iv: Any, at: Any, value: Any) -> None:
                touched=cython.Py_ssize_t, n=cython.Py_ssize_t, wanted=cython.Py_ssize_t, most_c=cython.Py_ssize_t,
                count=cython.longlong, used=cython.longlong, previous=cython.int, slots=cython.longlong,
                seed_u=cython.uint, seed=cython.int, sysflag=cython.int, ascii_topic=cython.bint, c=cython.uchar,
-               k=cython.int, p=cython.ulonglong)
+               k=cython.int, p=cython.ulonglong,
+               end_phys=cython.longlong, end_stamp=cython.longlong,
+               hsize=cython.Py_ssize_t)
 def _span_typed(walk: Walk, view: memoryview, limit: int, file_size: int, base: int, index: IndexFile | None,
                 most: int) -> None:
     lv = view
@@ -210,20 +295,29 @@ def _span_typed(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
         count, used, begin = index.index_count, index.hash_slot_count, index.begin_timestamp  # type: ignore[union-attr]
         slots, entries_at = index.slot_num, index.entries_at  # type: ignore[union-attr]
     count0 = count
+    end_phys = end_stamp = 0
     try:
         while pos < lim and done < budget:
-            parts = locate_record(view, pos, limit, False, None, False)
-            if isinstance(parts, Blank):
-                walk.blank = True
-                pos = file_size
-                break
-            fields = parts[0]
-            end = pos + fields[0]
+            end = _good_record_end(lv, pos, lim)
+            if end > 0:
+                sysflag = _get32(lv, pos + _SYS_FLAG_AT)
+                stamp = _get64(lv, pos + _BORN_HOST_AT + (_V6_HOST if lv[pos + _HOST_BITS_AT] & 0x10 else _V4_HOST))
+                hsize = _header_size(lv[pos + _HOST_BITS_AT])
+                tstart = pos + hsize + _get32(lv, pos + hsize - 4) + 1
+                pstart = tstart + lv[tstart - 1] + 2
+            else:  # anything but a plain valid record: the commit log's own check decides
+                parts = locate_record(view, pos, limit, False, None, False)
+                if isinstance(parts, Blank):
+                    walk.blank = True
+                    pos = file_size
+                    break
+                fields = parts[0]
+                end = pos + fields[0]
+                sysflag, stamp = fields[7], fields[10]
+                tstart, pstart = parts[3], parts[4]
             phys = base + pos
-            sysflag = fields[7]
             if phys > last and (sysflag & _TXN_MASK) != _ROLLBACK:
-                pstart = parts[4]
-                tstart, tstop = parts[3], pstart - 2
+                tstop = pstart - 2
                 # hash(topic + "#"), from the bytes when ASCII
                 seed_u = 0
                 ascii_topic = True
@@ -261,7 +355,6 @@ def _span_typed(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
                     if not have_index or wanted > room:
                         walk.need = wanted
                         break
-                    stamp = fields[10]
                     if count <= 1:
                         begin = stamp
                         index.begin_timestamp = stamp  # type: ignore[union-attr]
@@ -288,10 +381,7 @@ def _span_typed(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
                             i = j
                             j = -1
                         slot_at = _HEADER + (h % slots) * _SLOT
-                        previous = cython.cast(cython.int, (cython.cast(cython.uint, iv[slot_at]) << 24)
-                                               | (cython.cast(cython.uint, iv[slot_at + 1]) << 16)
-                                               | (cython.cast(cython.uint, iv[slot_at + 2]) << 8)
-                                               | iv[slot_at + 3])
+                        previous = _get32(iv, slot_at)
                         if previous <= 0 or previous > count:
                             previous = 0
                             used += 1
@@ -307,8 +397,7 @@ def _span_typed(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
                         n += 1
                     room -= wanted
                     touched += 1
-                    index.end_phy_offset = phys  # type: ignore[union-attr]
-                    index.end_timestamp = stamp  # type: ignore[union-attr]
+                    end_phys, end_stamp = phys, stamp
                 last = phys
             pos = end
             done += 1
@@ -316,3 +405,4 @@ def _span_typed(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
         walk.pos, walk.last, walk.done, walk.room, walk.touched = pos, last, done, room, touched
         if have_index and count != count0:
             index.index_count, index.hash_slot_count = count, used  # type: ignore[union-attr]
+            index.end_phy_offset, index.end_timestamp = end_phys, end_stamp  # type: ignore[union-attr]

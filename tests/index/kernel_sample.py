@@ -1,6 +1,6 @@
 """A small commit-log span and index file for checking :mod:`store.index.kernel` byte for byte: records whose
 properties cover every case the walk meets (UNIQ_KEY and KEYS, repeated items, empty keys and runs of spaces,
-non-ASCII keys and topics, rolled-back transaction halves, more keys than a record may index),
+non-ASCII keys and topics, IPv6 hosts, rolled-back transaction halves, more keys than a record may index),
 written into a tiny index file (few slots: long chains and collisions). Used by ``tests/index/test_kernel.py`` and
 ``tests/test_compiled.py`` (the compiled and the plain build must write the same bytes).
 """
@@ -44,6 +44,10 @@ def records() -> bytes:
             stamp += 1500
     out += encode_record(topic="TopicA", body=b"r", properties="KEYS\x01rolled",
                          sys_flag=MessageSysFlag.TRANSACTION_ROLLBACK_TYPE, physical_offset=len(out))
+    for born, stored in ((bytes(20), bytes(8)), (bytes(8), bytes(20)), (bytes(20), bytes(20))):  # IPv6 hosts
+        out += encode_record(topic="TopicA", body=b"6", properties="KEYS\x01v6", physical_offset=len(out),
+                             born_host=born, store_host=stored, store_timestamp=stamp)
+        stamp += 1000
     return bytes(out)
 
 

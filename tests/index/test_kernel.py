@@ -3,10 +3,14 @@ writes the same index bytes and stops at the same place as the plain walk, key b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
+from common.errors import RecordFormatError
+from common.record import BLANK_MAGIC_CODE, SIZE_AND_MAGIC, locate_record
 from common.record_encoder import encode_record
 from store.index import kernel
 from store.index.file import IndexFile, file_size
@@ -34,10 +38,9 @@ def test_every_record_is_walked_and_the_rollback_skipped(tmp_path: Path) -> None
     with _sample_index(tmp_path) as index:
         walk = Walk(-1, index.room(64), 1000)
         index_span(walk, memoryview(bytearray(data)), len(data), len(data), 0, index, 5)
-        assert walk.pos == len(data) and walk.done == 19 and walk.need == 0
-        assert walk.touched == 12  # records with at least one key; the rolled-back half is not indexed
-        assert index.index_count - 1 == 30  # every key, capped at 5 per record (two records of 7 keys)
-        assert walk.last < len(data) - 1
+        assert walk.pos == len(data) and walk.done == 22 and walk.need == 0
+        assert walk.touched == 15  # records with at least one key; the rolled-back half is not indexed
+        assert index.index_count - 1 == 33  # every key, capped at 5 per record (two records of 7 keys)
 
 
 def test_a_record_without_room_stops_the_walk_before_it(tmp_path: Path) -> None:
@@ -65,7 +68,33 @@ def test_a_read_only_span_is_walked_too(tmp_path: Path) -> None:
     data = records()
     walk = Walk(len(data), 0, 100)
     index_span(walk, memoryview(data), len(data), len(data), 0, None, 5)
-    assert walk.done == 19 and walk.pos == len(data)
+    assert walk.done == 22 and walk.pos == len(data)
+
+
+@pytest.mark.parametrize("span", [index_span, kernel._span_plain], ids=["build", "plain"])
+def test_a_blank_marker_ends_the_file(span: Callable[..., None]) -> None:
+    data = records()
+    buf = bytearray(len(data) + 64)
+    buf[:len(data)] = data
+    SIZE_AND_MAGIC.pack_into(buf, len(data), 64, BLANK_MAGIC_CODE)
+    walk = Walk(len(buf), 0, 100)
+    span(walk, memoryview(buf), len(buf), len(buf), 0, None, 5)
+    assert walk.blank and walk.pos == len(buf) and walk.done == 22
+
+
+@pytest.mark.parametrize("span", [index_span, kernel._span_plain], ids=["build", "plain"])
+def test_damage_stops_the_walk_at_the_damaged_record(span: Callable[..., None]) -> None:
+    data = bytearray(records())
+    second = SIZE_AND_MAGIC.unpack_from(data, 0)[0]
+    third = second + SIZE_AND_MAGIC.unpack_from(data, second)[0]
+    data[third + 4] ^= 0xFF  # its magic code
+    walk = Walk(len(data), 0, 100)
+    with pytest.raises(RecordFormatError) as raised:
+        span(walk, memoryview(data), len(data), len(data), 0, None, 5)
+    assert walk.pos == third and walk.done == 2
+    with pytest.raises(RecordFormatError) as direct:
+        locate_record(memoryview(data), third, len(data), False, None, False)
+    assert raised.value.reason == direct.value.reason
 
 
 def test_key_hashes_of_raw_properties() -> None:
