@@ -29,7 +29,7 @@ MODULES: tuple[str, ...] = (
     "common.record_encoder",
     "remoting.frame",
     "remoting.serialization",
-    "store.index.kernel",
+    "store.dispatch_kernel",
 )
 """The compiled modules: of the per-message modules the profiles of W1, W5 and W4 name, those that ran
 measurably faster compiled (README, "Compiled hot path"; ``common.batch``, ``common.message``,

@@ -26,9 +26,11 @@ from collections.abc import Callable
 
 from structlog.typing import FilteringBoundLogger
 
+from common.errors import RecordFormatError
 from common.record import DispatchRequest
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
+from store.dispatch_kernel import dispatch_request
 from store.listeners import StoreListeners
 from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for, fsync_dir
 from store.queue_table import DISPATCHED, NOT_READY, ConsumeQueueTable
@@ -74,24 +76,42 @@ class Reput:
         return ok
 
     def _reput(self, inline: bool) -> bool:
-        scanner = self._commit_log.scan(self.offset, check_crc=False, written_only=True)
+        """The records from :attr:`offset`: each usual record read typed from the mapping
+        (:func:`~store.dispatch_kernel.dispatch_request`), anything else (a file's end, a blank marker, a new
+        topic, damage, the end of the written data) by one step of the commit log's scanner, which decides."""
+        commit_log = self._commit_log
+        files = commit_log.queue
         dispatch = self._queues.dispatch_ready
         notify = self._listeners.notify_arrival if self._listeners.arrival else None
         self.waiting = None
-        for request in scanner:
+        offset = self.offset
+        while True:
+            mapped = files.find(offset)
+            request = None
+            if mapped is not None:
+                base, view, limit = mapped.file_from_offset, mapped.view, mapped.wrote_position
+                request = dispatch_request(view, offset - base, limit, base)
+            if request is None:  # the scanner's step
+                scanner = commit_log.scan(offset, check_crc=False, written_only=True)
+                request = next(iter(scanner), None)
+                if request is None:
+                    self.offset = scanner.end_offset
+                    return self._scanned_to_end(scanner.end_offset, scanner.error)
             done = dispatch(request, inline)
-            if done == DISPATCHED:
-                if notify is not None:  # topic, queue id, next queue offset, tags code, store time
-                    notify(request[0], request[1], request[6] + 1, request[4], request[5])
-            elif done == NOT_READY:
-                self.waiting = request  # the scan stopped before it: the next dispatch starts there
-                break
-        self.offset = scanner.end_offset
-        if scanner.error is not None:
-            self._log.error("replicated_data_invalid_tail_cut", offset=scanner.end_offset, reason=scanner.error.reason)
-            self._discard(self._commit_log.truncate_written_tail(scanner.end_offset))
-            return False
-        return True
+            if done == NOT_READY:
+                self.waiting = request  # the next dispatch starts there
+                self.offset = request[2]
+                return True
+            if done == DISPATCHED and notify is not None:  # topic, queue id, next queue offset, tags, store time
+                notify(request[0], request[1], request[6] + 1, request[4], request[5])
+            offset = request[2] + request[3]
+
+    def _scanned_to_end(self, offset: int, error: RecordFormatError | None) -> bool:
+        if error is None:
+            return True
+        self._log.error("replicated_data_invalid_tail_cut", offset=offset, reason=error.reason)
+        self._discard(self._commit_log.truncate_written_tail(offset))
+        return False
 
     async def prepare(self) -> None:
         """Create and reserve (in the allocation thread) what the record :meth:`dispatch` stopped at needs

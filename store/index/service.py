@@ -50,8 +50,8 @@ from common.service import Service
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.config import StoreConfig
+from store.dispatch_kernel import Walk, index_span
 from store.index.file import IndexFile, file_size
-from store.index.kernel import Walk, index_span
 from store.mapped_file import MappedFile, fsync_dir
 
 SLICE_RECORDS = 256
@@ -229,7 +229,7 @@ class IndexService(Service):
         One parse per record (:func:`~common.record.locate_record`, the commit log's own validation) gives
         everything; the commit log's scanner would parse each record once more, for what the consume queues
         need and the index does not. The records of each commit-log file go to one
-        :func:`~store.index.kernel.index_span` (compiled: typed loops over the two mappings)."""
+        :func:`~store.dispatch_kernel.index_span` (compiled: typed loops over the two mappings)."""
         queue = self._commit_log.queue
         index = self.files[-1] if self.files else None
         walk = Walk(self._last_indexed, index.room(self._entries) if index is not None else 0, SLICE_RECORDS)

@@ -1,8 +1,9 @@
-"""A small commit-log span and index file for checking :mod:`store.index.kernel` byte for byte: records whose
-properties cover every case the walk meets (UNIQ_KEY and KEYS, repeated items, empty keys and runs of spaces,
-non-ASCII keys and topics, IPv6 hosts, rolled-back transaction halves, more keys than a record may index),
-written into a tiny index file (few slots: long chains and collisions). Used by ``tests/index/test_kernel.py`` and
-``tests/test_compiled.py`` (the compiled and the plain build must write the same bytes).
+"""A small commit-log span and index file for checking :mod:`store.dispatch_kernel` byte for byte: records
+whose properties cover every case the walk meets (UNIQ_KEY and KEYS, repeated items, empty keys and runs of
+spaces, non-ASCII keys and topics, IPv6 hosts, rolled-back transaction halves, more keys than a record may
+index), written into a tiny index file (few slots: long chains and collisions). Used by
+``tests/index/test_kernel.py`` and ``tests/test_compiled.py`` (the compiled and the plain build must write the
+same bytes).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from collections.abc import Callable
 
 from common.record_encoder import encode_record
 from common.sysflag import MessageSysFlag
+from store.dispatch_kernel import Walk, index_span
 from store.index.file import IndexFile, file_size
-from store.index.kernel import Walk, index_span
 from store.mapped_file import MappedFile
 
 SLOTS = 7

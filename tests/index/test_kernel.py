@@ -1,4 +1,4 @@
-"""The index walk's kernel (:mod:`store.index.kernel`): the walk of the running build (typed when compiled)
+"""The index walk's kernel (:mod:`store.dispatch_kernel`): the walk of the running build (typed when compiled)
 writes the same index bytes and stops at the same place as the plain walk, key by key."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from common.errors import RecordFormatError
 from common.record import BLANK_MAGIC_CODE, SIZE_AND_MAGIC, locate_record
 from common.record_encoder import encode_record
-from store.index import kernel
+from store import dispatch_kernel as kernel
+from store.dispatch_kernel import Walk, index_span, key_hashes, topic_seed
 from store.index.file import IndexFile, file_size
-from store.index.kernel import Walk, index_span, key_hashes, topic_seed
 from store.mapped_file import MappedFile
 from tests.index.kernel_sample import SLOTS, index_digest, records
 

@@ -1,19 +1,24 @@
 # mypy: disable-error-code="untyped-decorator"
-"""The index walk's per-record work, compiled: :func:`index_span` indexes the records of one commit-log file span.
+"""The per-record dispatch work, compiled: the index walk (:func:`index_span`) and a slave's consume-queue
+requests (:func:`dispatch_request`).
 
-For every record of the span it validates and locates the record (:func:`~common.record.locate_record`, the
-commit log's own check), finds its ``UNIQ_KEY`` and ``KEYS`` in one pass over the raw properties (the last
-item of a name wins, as :func:`~common.message.get_property` decides), computes the Java ``String.hashCode()``
-of each ``topic#key`` straight from the mapped bytes and writes the entries and slots of
-:mod:`store.index.file` into the index file's mapping. Compiled (``common.compiled.MODULES``), the loops are
-typed C over the two mappings: no bytes object, string, list or ``struct`` call per key. As plain Python
-(``POCKETMQ_PURE_PYTHON=1``, no compiler) the same walk calls :func:`key_hashes` and
+:func:`index_span` indexes the records of one commit-log file span. For every record it finds its place and
+fields (:func:`_good_record_end`: the tests of :func:`~common.record.locate_record`'s good path, read typed
+from the mapping; any other record goes to ``locate_record`` itself, which decides: a blank marker, damage,
+or a record valid after all), finds its ``UNIQ_KEY`` and ``KEYS`` in one pass over the raw properties (the
+last item of a name wins, as :func:`~common.message.get_property` decides), computes the Java
+``String.hashCode()`` of each ``topic#key`` straight from the mapped bytes and writes the entries and slots of
+:mod:`store.index.file` into the index file's mapping: no bytes object, string, list or ``struct`` call per
+key. As plain Python (``POCKETMQ_PURE_PYTHON=1``, no compiler) the same walk calls :func:`key_hashes` and
 :meth:`~store.index.file.IndexFile.put_keys` instead (``sum(map(...))`` hashing and ``struct`` writes beat
-per-byte Python loops); both builds write the same bytes (``tests/test_compiled.py``).
+per-byte Python loops); both builds write the same bytes (``tests/test_compiled.py``). Keys that are not ASCII
+(their UTF-16 code units are not their bytes) and topics that are not ASCII take the plain path for that key or
+record. The caller (:meth:`store.index.service.IndexService._slice`) keeps the walk's state in a :class:`Walk`,
+which this module updates even when the record it stops at raises.
 
-Keys that are not ASCII (their UTF-16 code units are not their bytes) and topics that are not ASCII take the
-plain path for that key or record. The caller (:meth:`store.index.service.IndexService._slice`) keeps the
-walk's state in a :class:`Walk`, which this module updates even when the record it stops at raises.
+:func:`dispatch_request` is :func:`~common.record.check_record` (no CRC) for the usual record: the same
+:class:`~common.record.DispatchRequest`, its tag code hashed from the mapped TAGS bytes, or None for anything
+else (the caller asks the commit log's scanner, which asks ``check_record``).
 """
 
 from __future__ import annotations
@@ -32,13 +37,18 @@ from common.record import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
     MESSAGE_MAGIC_CODE,
+    PHYSICAL_OFFSET_OFFSET,
+    QUEUE_ID_OFFSET,
+    QUEUE_OFFSET_OFFSET,
     SYS_FLAG_OFFSET,
     TOPIC_NAMES,
     Blank,
+    DispatchRequest,
     locate_record,
     remember_topic,
 )
 from common.sysflag import MessageSysFlag
+from common.topic import RMQ_SYS_SCHEDULE_TOPIC
 from store.index.file import ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE, IndexFile, key_hash, positive_hash
 
 _TXN_MASK = cython.declare(cython.int, MessageSysFlag.TRANSACTION_MASK)
@@ -51,12 +61,17 @@ _MAGIC = cython.declare(cython.int, MESSAGE_MAGIC_CODE)
 _MAX_TOPIC = cython.declare(cython.Py_ssize_t, MAX_TOPIC_LENGTH)
 _MAX_PROPERTIES = cython.declare(cython.Py_ssize_t, MAX_PROPERTIES_LENGTH)
 _SYS_FLAG_AT = cython.declare(cython.Py_ssize_t, SYS_FLAG_OFFSET)
+_PHYS_AT = cython.declare(cython.Py_ssize_t, PHYSICAL_OFFSET_OFFSET)
+_QUEUE_ID_AT = cython.declare(cython.Py_ssize_t, QUEUE_ID_OFFSET)
+_QUEUE_OFFSET_AT = cython.declare(cython.Py_ssize_t, QUEUE_OFFSET_OFFSET)
 _HOST_BITS_AT = cython.declare(cython.Py_ssize_t, SYS_FLAG_OFFSET + 3)
 _BORN_HOST_AT = cython.declare(cython.Py_ssize_t, BORN_HOST_OFFSET)
 _V4_HOST = cython.declare(cython.Py_ssize_t, IPV4_HOST_LENGTH)
 _V6_HOST = cython.declare(cython.Py_ssize_t, IPV6_HOST_LENGTH)
 _FIXED = cython.declare(cython.Py_ssize_t, HEADER_STRUCTS[0].size - 2 * IPV4_HOST_LENGTH)
 """Bytes of the fixed fields but the two hosts (BORNHOST's and STOREHOST's lengths depend on SYSFLAG)."""
+_TAGS_NAME = MessageConst.PROPERTY_TAGS.encode()
+_new_tuple = tuple.__new__
 _UNIQ_NAME = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 _KEYS_NAME = MessageConst.PROPERTY_KEYS.encode()
 TOPIC_SEEDS_MAX = 4096
@@ -162,6 +177,17 @@ def _span_plain(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
             done += 1
     finally:
         walk.pos, walk.last, walk.done, walk.room, walk.touched = pos, last, done, room, touched
+
+
+@cython.cfunc
+@cython.inline
+@cython.locals(lv=cython.uchar[::1], at=cython.Py_ssize_t, end=cython.Py_ssize_t)
+@cython.returns(cython.Py_ssize_t)
+def _item_end(lv: Any, at: Any, end: Any) -> cython.Py_ssize_t:
+    """Where the property item starting at ``at`` ends (its ``\\x02`` separator, or ``end``)."""
+    while at < end and lv[at] != 2:
+        at += 1
+    return at
 
 
 @cython.cfunc
@@ -335,9 +361,7 @@ def _span_typed(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
                 ustart = ustop = kstart = kstop = -1
                 i = pstart
                 while i < end:
-                    j = i
-                    while j < end and lv[j] != 2:
-                        j += 1
+                    j = _item_end(lv, i, end)
                     if _is_item(lv, i, j, _UNIQ_NAME):
                         ustart, ustop = i + 9, j
                     elif _is_item(lv, i, j, _KEYS_NAME):
@@ -406,3 +430,48 @@ def _span_typed(walk: Walk, view: memoryview, limit: int, file_size: int, base: 
         if have_index and count != count0:
             index.index_count, index.hash_slot_count = count, used  # type: ignore[union-attr]
             index.end_phy_offset, index.end_timestamp = end_phys, end_stamp  # type: ignore[union-attr]
+
+
+@cython.locals(lv=cython.uchar[::1], pos=cython.Py_ssize_t, lim=cython.Py_ssize_t, end=cython.Py_ssize_t,
+               hsize=cython.Py_ssize_t, tstart=cython.Py_ssize_t, pstart=cython.Py_ssize_t, i=cython.Py_ssize_t,
+               j=cython.Py_ssize_t, gstart=cython.Py_ssize_t, gstop=cython.Py_ssize_t, h=cython.uint,
+               c=cython.uchar, tags=cython.longlong, host_bits=cython.uchar)
+def dispatch_request(view: memoryview, pos: int, limit: int, base: int) -> DispatchRequest | None:
+    """What :func:`~common.record.check_record` (no CRC) returns for the record at ``view[pos:]`` of a file
+    starting at commit-log offset ``base``, when it is a plain valid record of a topic seen before (not the
+    delay topic) whose TAGS are ASCII; None for anything else, and at ``limit`` (the caller asks the commit
+    log's scanner then). The plain build always answers None."""
+    if not cython.compiled or view.readonly:
+        return None
+    lv = view
+    lim = limit
+    end = _good_record_end(lv, pos, lim)
+    if end <= 0 or _get64(lv, pos + _PHYS_AT) != base + pos:
+        return None
+    host_bits = lv[pos + _HOST_BITS_AT]
+    hsize = _header_size(host_bits)
+    tstart = pos + hsize + _get32(lv, pos + hsize - 4) + 1
+    pstart = tstart + lv[tstart - 1] + 2
+    topic = TOPIC_NAMES.get(bytes(view[tstart:pstart - 2]))
+    if topic is None or topic == RMQ_SYS_SCHEDULE_TOPIC:
+        return None
+    gstart = gstop = -1  # the last TAGS item's value
+    i = pstart
+    while i < end:
+        j = _item_end(lv, i, end)
+        if _is_item(lv, i, j, _TAGS_NAME):
+            gstart, gstop = i + 5, j
+        i = j + 1
+    tags = 0
+    if gstop > gstart:
+        h = 0
+        for i in range(gstart, gstop):
+            c = lv[i]
+            if c >= 0x80:
+                return None
+            h = h * 31 + c
+        tags = cython.cast(cython.int, h)
+    return _new_tuple(DispatchRequest, (
+        topic, _get32(lv, pos + _QUEUE_ID_AT), base + pos, end - pos, tags,
+        _get64(lv, pos + _BORN_HOST_AT + (_V6_HOST if host_bits & 0x10 else _V4_HOST)),
+        _get64(lv, pos + _QUEUE_OFFSET_AT), _get32(lv, pos + _SYS_FLAG_AT), 0))
