@@ -30,10 +30,13 @@ from common.errors import RecordFormatError
 from common.record import DispatchRequest
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
-from store.dispatch_kernel import dispatch_request
+from store.dispatch_kernel import dispatch_requests
 from store.listeners import StoreListeners
 from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for, fsync_dir
 from store.queue_table import DISPATCHED, NOT_READY, ConsumeQueueTable
+
+RUN_RECORDS = 1024
+"""Most records read typed in one run (the list of their requests is bounded)."""
 
 
 class Reput:
@@ -76,9 +79,10 @@ class Reput:
         return ok
 
     def _reput(self, inline: bool) -> bool:
-        """The records from :attr:`offset`: each usual record read typed from the mapping
-        (:func:`~store.dispatch_kernel.dispatch_request`), anything else (a file's end, a blank marker, a new
-        topic, damage, the end of the written data) by one step of the commit log's scanner, which decides."""
+        """The records from :attr:`offset`: the usual ones read typed from the mapping, a run at a time
+        (:func:`~store.dispatch_kernel.dispatch_requests`), anything else (a file's end, a blank marker, a
+        new topic, damage, the end of the written data) by one step of the commit log's scanner, which
+        decides."""
         commit_log = self._commit_log
         files = commit_log.queue
         dispatch = self._queues.dispatch_ready
@@ -87,24 +91,26 @@ class Reput:
         offset = self.offset
         while True:
             mapped = files.find(offset)
-            request = None
-            if mapped is not None:
-                base, view, limit = mapped.file_from_offset, mapped.view, mapped.wrote_position
-                request = dispatch_request(view, offset - base, limit, base)
-            if request is None:  # the scanner's step
+            requests = [] if mapped is None else dispatch_requests(
+                mapped.view, offset - mapped.file_from_offset, mapped.wrote_position, mapped.file_from_offset,
+                RUN_RECORDS)
+            if not requests:  # the scanner's step
                 scanner = commit_log.scan(offset, check_crc=False, written_only=True)
-                request = next(iter(scanner), None)
-                if request is None:
+                step = next(iter(scanner), None)
+                if step is None:
                     self.offset = scanner.end_offset
                     return self._scanned_to_end(scanner.end_offset, scanner.error)
-            done = dispatch(request, inline)
-            if done == NOT_READY:
-                self.waiting = request  # the next dispatch starts there
-                self.offset = request[2]
-                return True
-            if done == DISPATCHED and notify is not None:  # topic, queue id, next queue offset, tags, store time
-                notify(request[0], request[1], request[6] + 1, request[4], request[5])
-            offset = request[2] + request[3]
+                requests = [step]
+            for request in requests:
+                done = dispatch(request, inline)
+                if done == NOT_READY:
+                    self.waiting = request  # the next dispatch starts there
+                    self.offset = request[2]
+                    return True
+                if done == DISPATCHED and notify is not None:  # topic, queue id, next offset, tags, store time
+                    notify(request[0], request[1], request[6] + 1, request[4], request[5])
+            last = requests[-1]
+            offset = last[2] + last[3]
 
     def _scanned_to_end(self, offset: int, error: RecordFormatError | None) -> bool:
         if error is None:

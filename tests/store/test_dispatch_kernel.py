@@ -1,4 +1,4 @@
-"""A slave's consume-queue requests read typed (:func:`store.dispatch_kernel.dispatch_request`): for every record it
+"""A slave's consume-queue requests read typed (:func:`store.dispatch_kernel.dispatch_requests`): for every record it
 answers, the answer is :func:`common.record.check_record`'s (no CRC); what it does not take it leaves to the scanner."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from common.record_encoder import encode_record
 from common.sysflag import MessageSysFlag
 from common.topic import RMQ_SYS_SCHEDULE_TOPIC
 from store import dispatch_kernel
-from store.dispatch_kernel import dispatch_request
+from store.dispatch_kernel import dispatch_requests
 
 _CASES = (
     ("TopicA", "TAGS\x01tagA\x02KEYS\x01k"),
@@ -40,7 +40,8 @@ def _walk(data: bytes, base: int) -> list[tuple[DispatchRequest | None, Dispatch
     while pos < len(data):
         expected = check_record(view, pos, len(data), base_offset=base, check_crc=False)
         assert isinstance(expected, DispatchRequest)
-        found.append((dispatch_request(view, pos, len(data), base), expected))
+        got = dispatch_requests(view, pos, len(data), base, 1)
+        found.append((got[0] if got else None, expected))
         pos += expected.msg_size
     return found
 
@@ -60,6 +61,19 @@ def test_a_record_at_another_offset_is_left_to_the_scanner() -> None:
     data = _span(0)
     view = memoryview(bytearray(data))
     check_record(view, 0, len(data), base_offset=0, check_crc=False)  # the topic is known
-    assert dispatch_request(view, 0, len(data), 64) is None
-    assert dispatch_request(view, 0, 40, 0) is None  # cut by the written limit
-    assert dispatch_request(memoryview(data), 0, len(data), 0) is None  # read-only
+    assert dispatch_requests(view, 0, len(data), 64, 100) == []
+    assert dispatch_requests(view, 0, 40, 0, 100) == []  # cut by the written limit
+    assert dispatch_requests(memoryview(data), 0, len(data), 0, 100) == []  # read-only
+
+
+def test_a_run_ends_before_the_first_record_it_does_not_take() -> None:
+    data = _span(0)
+    view = memoryview(bytearray(data))
+    for _got, _expected in _walk(data, 0):
+        pass  # every topic known
+    run = dispatch_requests(view, 0, len(data), 0, 100)
+    if compiled.loaded_from_extension(dispatch_kernel):
+        assert [r.queue_id for r in run] == [0, 0, 1, 1, 2, 2, 3, 3]  # then the non-ASCII tag
+        assert dispatch_requests(view, 0, len(data), 0, 3) == run[:3]
+    else:
+        assert run == []
