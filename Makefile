@@ -46,7 +46,8 @@ pytest: $(STAMP) compiled
 # The byte-exact codec tests and the compiled-build check from the plain sources (CI runs them beside `test`).
 test-pure: $(STAMP)
 	POCKETMQ_PURE_PYTHON=1 $(BIN)/pytest -q -p no:cacheprovider tests/test_compiled.py tests/common tests/remoting \
-		tests/ha/test_wire.py tests/store/test_commitlog.py
+		tests/ha/test_wire.py tests/store/test_commitlog.py tests/store/test_dispatch_kernel.py tests/index/test_kernel.py \
+		tests/client/consumer/test_fast_decode.py
 
 test: lint typecheck pytest
 

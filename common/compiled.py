@@ -30,6 +30,7 @@ MODULES: tuple[str, ...] = (
     "remoting.frame",
     "remoting.serialization",
     "client.consumer.fast_decode",
+    "store.dispatch_kernel",
 )
 """The compiled modules: of the per-message modules the profiles of W1, W5 and W4 name, those that ran
 measurably faster compiled (README, "Compiled hot path"; ``common.batch``, ``common.message``,
@@ -37,7 +38,7 @@ measurably faster compiled (README, "Compiled hot path"; ``common.batch``, ``com
 timed too, and gained nothing or lost up to 9 %). The package of a module listed here must import this module
 first in its ``__init__`` (``tests/test_compiled.py`` checks it)."""
 
-PACKAGES = frozenset(("common", "remoting", "client"))
+PACKAGES = frozenset(("common", "remoting", "store", "client"))
 """The finder looks at these packages' modules only: an extension left beside any source there (from a build
 with a longer :data:`MODULES`) obeys the switch too."""
 

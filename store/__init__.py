@@ -5,6 +5,7 @@ The broker uses :class:`MessageStore` with a :class:`StoreConfig`; ``ha`` uses i
 and ``spark_jobs`` the model's record decoder (:func:`common.record.decode_record`) only.
 """
 
+import common.compiled  # noqa: F401  (first: the switch between the compiled and the plain build)
 from store.config import BrokerRole, FlushDiskType, StoreConfig
 from store.errors import StoreError, StoreNotRunningError
 from store.listeners import ArrivalListener, GrowthListener

@@ -155,21 +155,28 @@ class ConsumeQueue:
     # ------------------------------------------------------------------------------------------ put
 
     def put(self, index: int, phys_offset: int, size: int, tags_code: int) -> None:
-        """Write unit ``index``. The usual case (the next unit, room in the current file) is a single
-        ``pack_into``; everything else (first unit, roll-over, a unit already present after a replay,
-        a gap, the end of the reserved part) takes :meth:`_put_slow`. Raises OSError when a file cannot be
+        """Write unit ``index``. The usual case (the next unit, room in the current file) is :meth:`try_put`,
+        a single ``pack_into``; everything else (first unit, roll-over, a unit already present after a
+        replay, a gap, the end of the reserved part) takes :meth:`_put_slow`. Raises OSError when a file cannot be
         created or reserved."""
+        if not self.try_put(index, phys_offset, size, tags_code):
+            self._put_slow(index, phys_offset, size, tags_code)
+
+    def try_put(self, index: int, phys_offset: int, size: int, tags_code: int) -> bool:
+        """:meth:`put`'s usual case only (the next unit, room in the current file): True when the unit was
+        written, False (nothing written) for anything else. Never blocks."""
         tail = self.tail
-        if tail is not None:
-            pos = tail.wrote_position
-            if pos + UNIT_SIZE <= tail.limit and tail.file_from_offset + pos == index * UNIT_SIZE:
-                CQ_UNIT.pack_into(tail.view, pos, phys_offset, size, tags_code)
-                tail.wrote_position = pos + UNIT_SIZE
-                self.max_physic_offset = phys_offset + size
-                if pos == self._half:
-                    self.queue.request_next()
-                return
-        self._put_slow(index, phys_offset, size, tags_code)
+        if tail is None:
+            return False
+        pos = tail.wrote_position
+        if pos + UNIT_SIZE > tail.limit or tail.file_from_offset + pos != index * UNIT_SIZE:
+            return False
+        CQ_UNIT.pack_into(tail.view, pos, phys_offset, size, tags_code)
+        tail.wrote_position = pos + UNIT_SIZE
+        self.max_physic_offset = phys_offset + size
+        if pos == self._half:
+            self.queue.request_next()
+        return True
 
     def put_many(self, index: int, units: list[tuple[int, int, int]]) -> None:
         """Write consecutive units from ``index`` (a batch): one ``pack_into`` each while they fit."""

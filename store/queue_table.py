@@ -25,6 +25,8 @@ from store.mapped_file import MappedFile, MappedFileAllocator, wait_shared
 
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TXN_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
+NOT_READY, DISPATCHED, SKIPPED = 0, 1, 2
+"""What :meth:`ConsumeQueueTable.dispatch_ready` did."""
 
 
 class ConsumeQueueTable:
@@ -143,23 +145,33 @@ class ConsumeQueueTable:
     def dispatch(self, request: DispatchRequest) -> bool:
         """Index a record found by recovery or received by a slave (idempotent); False for the halves of a
         transaction that get no consume-queue entry."""
+        return self.dispatch_ready(request, True) == DISPATCHED
+
+    def dispatch_ready(self, request: DispatchRequest, inline: bool) -> int:
+        """:meth:`can_dispatch` and :meth:`dispatch` in one step, for a slave's reput (one lookup, and the unit
+        written by ``ConsumeQueue.try_put`` when it is the usual next one): :data:`NOT_READY` (nothing done:
+        the record needs a file or room first, unless ``inline``), :data:`DISPATCHED`, or :data:`SKIPPED` (a
+        transaction half that gets no unit)."""
         topic, queue_id, phys, size, tags, stamp, queue_offset, sys_flag, delay_level = request
         txn = sys_flag & _TXN_MASK
         if txn and txn != _TXN_COMMIT:
-            return False
+            return SKIPPED
         if topic == RMQ_SYS_SCHEDULE_TOPIC:
             tags = deliver_time(self._delay_levels, delay_level or queue_id + 1, stamp)
         queues = self.queues.get(topic)
         cq = queues.get(queue_id) if queues is not None else None
-        if cq is None:
-            cq = self.find_or_create(topic, queue_id)
-        cq.put(queue_offset, phys, size, tags)
+        if cq is None or not cq.try_put(queue_offset, phys, size, tags):
+            if not inline and (cq is None or not cq.can_put(queue_offset)):
+                return NOT_READY
+            if cq is None:
+                cq = self.find_or_create(topic, queue_id)
+            cq.put(queue_offset, phys, size, tags)
         offsets = self._commit_log.topic_queue_table.get(topic)
         if offsets is None:
             offsets = self._commit_log.topic_queue_table[topic] = {}
         if offsets.get(queue_id, 0) <= queue_offset:
             offsets[queue_id] = queue_offset + 1
-        return True
+        return DISPATCHED
 
     def truncate(self, offset: int) -> list[MappedFile]:
         """Drop the units of the records at or after commit-log ``offset`` (a slave's log cut back to its

@@ -26,12 +26,17 @@ from collections.abc import Callable
 
 from structlog.typing import FilteringBoundLogger
 
+from common.errors import RecordFormatError
 from common.record import DispatchRequest
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
+from store.dispatch_kernel import dispatch_requests
 from store.listeners import StoreListeners
 from store.mapped_file import MappedFile, MappedFileAllocator, file_name_for, fsync_dir
-from store.queue_table import ConsumeQueueTable
+from store.queue_table import DISPATCHED, NOT_READY, ConsumeQueueTable
+
+RUN_RECORDS = 1024
+"""Most records read typed in one run (the list of their requests is bounded)."""
 
 
 class Reput:
@@ -74,25 +79,45 @@ class Reput:
         return ok
 
     def _reput(self, inline: bool) -> bool:
-        scanner = self._commit_log.scan(self.offset, check_crc=False, written_only=True)
-        queues = self._queues
-        dispatch = queues.dispatch
-        ready = queues.can_dispatch
+        """The records from :attr:`offset`: the usual ones read typed from the mapping, a run at a time
+        (:func:`~store.dispatch_kernel.dispatch_requests`), anything else (a file's end, a blank marker, a
+        new topic, damage, the end of the written data) by one step of the commit log's scanner, which
+        decides."""
+        commit_log = self._commit_log
+        files = commit_log.queue
+        dispatch = self._queues.dispatch_ready
         notify = self._listeners.notify_arrival if self._listeners.arrival else None
         self.waiting = None
-        for request in scanner:
-            if not inline and not ready(request):
-                self.waiting = request  # the scan stopped before it: the next dispatch starts there
-                break
-            if dispatch(request) and notify is not None:
-                notify(request.topic, request.queue_id, request.consume_queue_offset + 1, request.tags_code,
-                       request.store_timestamp)
-        self.offset = scanner.end_offset
-        if scanner.error is not None:
-            self._log.error("replicated_data_invalid_tail_cut", offset=scanner.end_offset, reason=scanner.error.reason)
-            self._discard(self._commit_log.truncate_written_tail(scanner.end_offset))
-            return False
-        return True
+        offset = self.offset
+        while True:
+            mapped = files.find(offset)
+            requests = [] if mapped is None else dispatch_requests(
+                mapped.view, offset - mapped.file_from_offset, mapped.wrote_position, mapped.file_from_offset,
+                RUN_RECORDS)
+            if not requests:  # the scanner's step
+                scanner = commit_log.scan(offset, check_crc=False, written_only=True)
+                step = next(iter(scanner), None)
+                if step is None:
+                    self.offset = scanner.end_offset
+                    return self._scanned_to_end(scanner.end_offset, scanner.error)
+                requests = [step]
+            for request in requests:
+                done = dispatch(request, inline)
+                if done == NOT_READY:
+                    self.waiting = request  # the next dispatch starts there
+                    self.offset = request[2]
+                    return True
+                if done == DISPATCHED and notify is not None:  # topic, queue id, next offset, tags, store time
+                    notify(request[0], request[1], request[6] + 1, request[4], request[5])
+            last = requests[-1]
+            offset = last[2] + last[3]
+
+    def _scanned_to_end(self, offset: int, error: RecordFormatError | None) -> bool:
+        if error is None:
+            return True
+        self._log.error("replicated_data_invalid_tail_cut", offset=offset, reason=error.reason)
+        self._discard(self._commit_log.truncate_written_tail(offset))
+        return False
 
     async def prepare(self) -> None:
         """Create and reserve (in the allocation thread) what the record :meth:`dispatch` stopped at needs

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # A child prints, for the build it was started with, what each compiled module was loaded from and the bytes the
 # codecs produce (a record, a decoded record, a frame, a batch body, a batch body's records and ids, the messages
-# of a pull body).
+# of a pull body), and the digest of the index file the index walk writes for a sample of records
+# (tests/index/kernel_sample.py).
 _PROBE = r"""
 import json, importlib
 import common.compiled as c
@@ -32,6 +33,10 @@ from common.batch import BatchEntry, encode_batch_body, decode_batch_body
 from remoting.command import RemotingCommand
 from remoting.serialization import decode_header, encode_header
 from remoting.frame import FrameDecoder, encode_frame
+import tempfile
+from tests.index.kernel_sample import index_digest
+with tempfile.TemporaryDirectory(prefix="pocketmq-probe-") as scratch:
+    index = index_digest(scratch)
 rec = encode_record(topic="T\u00e9", body=b"\x00\x01body", properties="TAGS\x01a\x02KEYS\x01k1 k2",
                     queue_id=3, queue_offset=9, physical_offset=777, born_timestamp=1, store_timestamp=2,
                     born_host=bytes(16) + b"\x00\x00\x00\x05")
@@ -68,6 +73,7 @@ print(json.dumps({
     "batch_records": out[:end].hex(), "units": units, "count": count_batch_entries(tagged),
     "batch_ids": joined_message_ids(b"\x7f\0\0\1\0\0\0\2", [u[0] for u in units]),
     "pulled": pulled,
+    "index": index,
 }))
 """
 

@@ -45,14 +45,13 @@ from typing import NamedTuple
 from structlog.typing import FilteringBoundLogger
 
 from common.errors import RecordFormatError
-from common.message import MessageConst, get_property, java_hash, java_hash_after
-from common.record import TOPIC_NAMES, Blank, locate_record, remember_topic
+from common.message import MessageConst, get_property
 from common.service import Service
-from common.sysflag import MessageSysFlag
 from store.checkpoint import StoreCheckpoint
 from store.commitlog import CommitLog
 from store.config import StoreConfig
-from store.index.file import IndexFile, file_size, key_hash, positive_hash
+from store.dispatch_kernel import Walk, index_span
+from store.index.file import IndexFile, file_size
 from store.mapped_file import MappedFile, fsync_dir
 
 SLICE_RECORDS = 256
@@ -65,11 +64,6 @@ ENTRY_WINDOW = 1 << 20
 RETENTION_INTERVAL_S = 10.0
 ROOM_RETRY_S = 1.0
 """Pause of the walk after a reservation or a file creation failed (a full disk): it is not retried per send."""
-TOPIC_HASHES_MAX = 4096
-_UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
-_KEYS = MessageConst.PROPERTY_KEYS.encode()
-_TXN_MASK = MessageSysFlag.TRANSACTION_MASK
-_ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _NAME_DIGITS = 17
 
 
@@ -85,26 +79,6 @@ class QueryResult(NamedTuple):
 def index_file_name(millis: int) -> str:
     """``yyyyMMddHHmmssSSS`` of ``millis`` in local time, as RocketMQ names index files."""
     return time.strftime("%Y%m%d%H%M%S", time.localtime(millis / 1000)) + f"{millis % 1000:03d}"
-
-
-def key_hashes(topic: str, topic_hash: int, properties: bytes, most: int) -> list[int]:
-    """The :func:`~store.index.file.key_hash` of each index key (``topic#key``) of a record's raw properties,
-    its UNIQ_KEY then each key of KEYS, at most ``most``; ``topic_hash`` is ``hash(topic + "#")``. ASCII keys
-    are hashed from their bytes (no string is built), others as the decoded ``topic#key``."""
-    found = []
-    uniq = get_property(properties, _UNIQ)
-    if uniq:
-        found.append(_hash_of(topic, topic_hash, uniq))
-    keys = get_property(properties, _KEYS)
-    if keys:
-        found.extend(_hash_of(topic, topic_hash, key) for key in keys.split(b" ") if key)
-    return found if len(found) <= most else found[:most]
-
-
-def _hash_of(topic: str, topic_hash: int, key: bytes) -> int:
-    if key.isascii():
-        return positive_hash(java_hash_after(topic_hash, key))
-    return key_hash(f"{topic}#{key.decode(errors='replace')}")
 
 
 def record_matches(properties: str, key: str) -> bool:
@@ -141,8 +115,6 @@ class IndexService(Service):
         self._error_offset = -1
         #: after a failed reservation or file creation (a full disk), the walk waits until this loop time
         self._retry_at = 0.0
-        #: ``hash(topic + "#")`` by topic (bounded: cleared at :data:`TOPIC_HASHES_MAX`)
-        self._topic_hashes: dict[str, int] = {}
         self._last_name = ""
         #: the next file being made in the I/O thread (a shutdown meanwhile closes it in :meth:`close`)
         self._creating: concurrent.futures.Future[IndexFile] | None = None
@@ -256,73 +228,43 @@ class IndexService(Service):
 
         One parse per record (:func:`~common.record.locate_record`, the commit log's own validation) gives
         everything; the commit log's scanner would parse each record once more, for what the consume queues
-        need and the index does not. Flat on purpose: this runs for every stored message."""
+        need and the index does not. The records of each commit-log file go to one
+        :func:`~store.dispatch_kernel.index_span` (compiled: typed loops over the two mappings)."""
         queue = self._commit_log.queue
         index = self.files[-1] if self.files else None
-        room = index.room(self._entries) if index is not None else 0
+        walk = Walk(self._last_indexed, index.room(self._entries) if index is not None else 0, SLICE_RECORDS)
         most = self._entries - 1
-        seeds = self._topic_hashes
-        last = self._last_indexed
         offset = self.offset
-        touched = done = 0
+        base = offset
         need: int | None = -1
         try:
-            while done < SLICE_RECORDS and need == -1:
+            while walk.done < SLICE_RECORDS:
                 mapped = queue.find(offset)
                 if mapped is None:
                     break
-                base, view, limit = mapped.file_from_offset, mapped.view, mapped.wrote_position
-                pos = offset - base
-                if pos >= limit and limit < mapped.file_size:
+                base, limit, size = mapped.file_from_offset, mapped.wrote_position, mapped.file_size
+                walk.pos = offset - base
+                if walk.pos >= limit and limit < size:
                     break  # the end of the written data
-                while pos < limit:
-                    if done >= SLICE_RECORDS:
-                        need = None
-                        break
-                    parts = locate_record(view, pos, limit, False, None, False)
-                    if isinstance(parts, Blank):
-                        pos = mapped.file_size
-                        break
-                    fields, _body_start, _body_end, topic_start, props_start = parts
-                    end = pos + fields[0]
-                    phys = base + pos
-                    if phys > last and fields[7] & _TXN_MASK != _ROLLBACK:
-                        raw_topic = bytes(view[topic_start:props_start - 2])
-                        topic = TOPIC_NAMES.get(raw_topic) or remember_topic(raw_topic)
-                        topic_hash = seeds.get(topic)
-                        if topic_hash is None:
-                            topic_hash = self._topic_hash(topic)
-                        keys = key_hashes(topic, topic_hash, bytes(view[props_start:end]), most)
-                        if keys:
-                            if index is None or len(keys) > room:
-                                need = len(keys)
-                                break
-                            index.put_keys(keys, phys, fields[10])
-                            room -= len(keys)
-                            touched += 1
-                        last = phys
-                    pos = end
-                    done += 1
-                offset = base + pos
-                if pos < mapped.file_size and need == -1:
-                    break  # the end of the written data
-            if done >= SLICE_RECORDS and need == -1:
+                walk.blank = False
+                index_span(walk, mapped.view, limit, size, base, index, most)
+                offset = base + walk.pos
+                if walk.need:
+                    need = walk.need
+                    break
+                if walk.pos < size:
+                    break  # the end of the written data, or of the slice
+            if walk.done >= SLICE_RECORDS and need == -1:
                 need = None
         except (RecordFormatError, UnicodeDecodeError) as exc:
-            self._stopped_at(base + pos, exc)
-            offset = base + pos
+            offset = base + walk.pos
+            self._stopped_at(offset, exc)
         self.offset = offset
-        self._last_indexed = last
-        if index is not None and touched:
+        self._last_indexed = walk.last
+        if index is not None and walk.touched:
             index.write_header()
             self._dirty[index.name] = index
         return need
-
-    def _topic_hash(self, topic: str) -> int:
-        if len(self._topic_hashes) >= TOPIC_HASHES_MAX:
-            self._topic_hashes.clear()
-        h = self._topic_hashes[topic] = java_hash(topic + "#")
-        return h
 
     def _stopped_at(self, offset: int, exc: Exception) -> None:
         """The walk met bytes that are not a whole record: a slave's next bytes not all here yet (quiet), or
