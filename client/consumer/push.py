@@ -58,7 +58,7 @@ from client.consumer.context import PushContext
 from client.consumer.offset_store import LocalOffsetStore, OffsetCommitter, OffsetTable, RemoteOffsetStore
 from client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from client.consumer.pull_service import PullService
-from client.consumer.rebalance import ROUTE_WATCH_INTERVAL, RebalanceService
+from client.consumer.rebalance import RebalanceService
 from client.consumer.selector import MessageSelector
 from client.consumer.subscription import build_subscription, consumer_data_json
 from client.consumer.types import ConsumeResult, ConsumeType, delay_level_for_retry
@@ -233,7 +233,6 @@ class PushConsumer(ClientMember):
                                     lambda: committer.commit_all(pulls.process_queues, final=False)))
         if config.orderly and config.clustering:
             services.add_child(periodic(f"lock-queues-{self.group}", REBALANCE_LOCK_INTERVAL, rebalance.lock_all))
-        services.add_child(periodic(f"route-watch-{self.group}", ROUTE_WATCH_INTERVAL, rebalance.watch_routes))
         self._parts = _Parts(context, consume, pulls, rebalance, services)
         admin_requests.install(instance)  # the broker's 220/221/307/309 on an administrator's behalf
         consume.start()

@@ -14,13 +14,9 @@ changed route or subscription), every subscribed topic (``%RETRY%<group>`` inclu
   ``consume_from_where`` (:func:`compute_pull_from_where`); orderly in CLUSTERING, only once this client holds
   the broker's lock on it (LOCK_BATCH_MQ; renewed by :meth:`RebalanceService.lock_all` every 20 s).
 
-A master that comes back is used again within a second or two, not at the next 30 s route poll: while a
-subscribed topic's route lacks the master of a broker group it had (the master is down: its group shows
-only a slave, or is gone from the route), :meth:`RebalanceService.watch_routes` (called every
-:data:`ROUTE_WATCH_INTERVAL` by the push consumer) asks for the route again in the background (the
-instance limits that to one lookup per ``min_refresh_interval`` per topic). A new route wakes a rebalance,
-which takes the group's queues back. A group missing for :data:`ROUTE_WATCH_FOR` stops being watched (it
-was removed, not restarted); the 30 s poll still sees it come back.
+A master that comes back is used again within a second or two, not at the next 30 s route poll: the client
+instance watches the routes it holds for a group whose master left (:mod:`client.core.route_watch`) and a new
+route wakes a rebalance, which takes the group's queues back.
 """
 
 from __future__ import annotations
@@ -39,18 +35,11 @@ from client.core.message import MessageQueue
 from common.service import Service
 from common.topic import is_retry_topic
 from remoting.errors import PocketMQError
-from remoting.route import MASTER_ID
 
-__all__ = ["ORDERLY_REMOVE_LOCK_WAIT", "ROUTE_WATCH_INTERVAL", "RebalanceService", "compute_pull_from_where"]
+__all__ = ["ORDERLY_REMOVE_LOCK_WAIT", "RebalanceService", "compute_pull_from_where"]
 
 #: How long a rebalance waits for an orderly queue's consume lock before giving the queue up anyway (s).
 ORDERLY_REMOVE_LOCK_WAIT = 1.0
-#: Seconds between two looks at the routes for a missing master (:meth:`RebalanceService.watch_routes`).
-ROUTE_WATCH_INTERVAL = 1.0
-#: How long a broker group whose master left a route is watched for its return (s).
-ROUTE_WATCH_FOR = 300.0
-#: Broker groups remembered per topic by the watch (a bound; the oldest are dropped beyond it).
-ROUTE_WATCH_MAX_GROUPS = 1024
 
 
 async def compute_pull_from_where(
@@ -100,8 +89,6 @@ class RebalanceService(Service):
         self._lock = asyncio.Lock()
         #: Rebalances done, for monitoring and tests.
         self.count = 0
-        #: topic -> broker group -> when its master was last in the topic's route (loop time).
-        self._masters_seen: dict[str, dict[str, float]] = {}
 
     def wakeup(self) -> None:
         """Rebalance at once rather than at the next interval."""
@@ -120,29 +107,6 @@ class RebalanceService(Service):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.rebalance_interval):
                     await wakeup.wait()
-
-    def watch_routes(self) -> None:
-        """Ask for a fresh route of every subscribed topic whose route lacks a master it had (see the module
-        docstring)."""
-        instance = self._ctx.api.instance
-        now = asyncio.get_running_loop().time()
-        subscribed = self._ctx.subscriptions
-        for topic in [t for t in self._masters_seen if t not in subscribed]:
-            del self._masters_seen[topic]
-        for topic in list(subscribed):
-            route = instance.routes.subscribe_route(topic)
-            if route is None:
-                continue  # the rebalance asks for a route the topic does not have yet
-            seen = self._masters_seen.setdefault(topic, {})
-            for data in route.broker_datas:
-                if MASTER_ID in data.broker_addrs:
-                    seen[data.broker_name] = now
-            for name in [n for n, at in seen.items() if now - at > ROUTE_WATCH_FOR]:
-                del seen[name]
-            while len(seen) > ROUTE_WATCH_MAX_GROUPS:
-                del seen[min(seen, key=seen.__getitem__)]
-            if any(at < now for at in seen.values()):
-                instance.refresher.request(topic, publish=False)
 
     async def rebalance(self) -> None:
         """Rebalance every subscribed topic now, and give up queues of topics no longer subscribed."""

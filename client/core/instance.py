@@ -8,8 +8,10 @@ One instance holds:
   each registered producer (it builds its publish info from it) and makes the consumers of the topic
   rebalance at once;
 * the background work, on :mod:`common.service`: a route poll every ``poll_name_server_interval`` (30 s)
-  that refreshes every topic held or subscribed, then rebuilds the broker tables; a heartbeat every
-  ``heartbeat_broker_interval`` (30 s). Both stop, with every one-off task, at shutdown.
+  that refreshes every topic held or subscribed, then rebuilds the broker tables; a look every second for a
+  held route lacking a master it had lately (:mod:`client.core.route_watch`: asked for again at once, for
+  producers and consumers alike); a heartbeat every ``heartbeat_broker_interval`` (30 s). All stop, with
+  every one-off task, at shutdown.
 
 Heartbeats (HEART_BEAT, JSON, as a Java client sends it) announce the producer groups and each consumer
 group's ``consumerDataSet`` entry (its subscriptions). A producer-only instance heartbeats the masters; once a
@@ -38,6 +40,7 @@ from client.core.errors import MQClientError
 from client.core.message_ext import MessageDecodeError, decode_messages
 from client.core.route_refresher import RouteRefresher
 from client.core.route_table import MAX_TOPICS, RouteTable
+from client.core.route_watch import WATCH_INTERVAL, MasterWatch
 from common.logs import get_logger
 from common.message import MessageConst
 from common.service import Service, periodic
@@ -129,6 +132,8 @@ class MQClientInstance:
                                           self.refresh_all_routes))
         self._services.add_child(periodic("client-heartbeat", config.heartbeat_broker_interval,
                                           self.send_heartbeat_to_all))
+        self._master_watch = MasterWatch()
+        self._services.add_child(periodic("client-route-watch", WATCH_INTERVAL, self.watch_routes))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self.log = log.bind(client_id=self.client_id)
@@ -264,6 +269,8 @@ class MQClientInstance:
         if evicted is not None:
             self.refresher.forget(evicted)
             self._tell_producers(evicted, None)
+        if self._loop is not None and not from_default:
+            self._master_watch.note(topic, route, self._loop.time())
         if not self.routes.apply(topic, route, from_default=from_default):
             return
         self.log.info("topic_route_updated", topic=topic, from_default=from_default,
@@ -297,6 +304,16 @@ class MQClientInstance:
             except Exception:
                 self.log.exception("subscribed_topics_failed", group=group)
         return topics
+
+    def watch_routes(self) -> None:
+        """Ask again, in the background, for every held route that lacks a master it had lately
+        (:mod:`client.core.route_watch`): a restarted master is used again within seconds, not at the poll."""
+        if self._loop is None:
+            return
+        held = {topic: route for topic in list(self.routes.route_table)
+                if (route := self.routes.subscribe_route(topic)) is not None}
+        for topic in list(self._master_watch.topics_to_refresh(held, self._loop.time())):
+            self.refresher.request(topic, publish=False)
 
     async def refresh_all_routes(self) -> None:
         """Refresh every topic held and every subscribed one once, then rebuild the broker tables (what the

@@ -1,0 +1,80 @@
+"""A producer sends to a restarted master again within seconds, not at its next 30 s route poll.
+
+Found by ``rmq-chaos`` (issue 14, 2m-noslave, seed 1): broker-b's power loss made the producers fetch a route
+without it; broker-b was back 8 s later, but the producers held the route without it until their poll, and
+when broker-a was frozen next nothing could be sent anywhere for the whole 6.5 s freeze. The producer here
+keeps RocketMQ's 30 s poll: only the client instance's route watch (:mod:`client.core.route_watch`) can bring
+broker-b back within the test's bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from client import Message, MessageQueue, Producer
+from client.core.errors import MQClientError
+from client.core.route_watch import MasterWatch
+from remoting.route import BrokerData, TopicRouteData
+from tests.client.consumer.consumer_support import cluster, create_topic, instance_name
+from tests.cluster import start_broker
+from tests.helpers import eventually
+
+TOPIC = "ProducerRouteWatchT"
+#: Far below the 30 s route poll the producer is left with.
+BACK_WITHIN = 10.0
+
+
+def to_b(queues: Sequence[MessageQueue], _msg: Message, _arg: object) -> MessageQueue:
+    return next(q for q in queues if q.broker_name == "broker-b")
+
+
+async def _brokers(producer: Producer) -> set[str]:
+    return {q.broker_name for q in await producer.fetch_publish_message_queues(TOPIC)}
+
+
+async def test_producer_takes_a_restarted_master_back_without_waiting_for_the_route_poll(tmp_path: Path) -> None:
+    async with cluster(tmp_path, ("broker-a", "broker-b")) as c:
+        await create_topic(c, TOPIC, 2)
+        async with Producer("RouteWatchPG", namesrv_addr=c.namesrv_addr, instance_name=instance_name("p"),
+                            poll_name_server_interval=30.0, send_msg_timeout=1.0) as producer:
+            assert await _brokers(producer) == {"broker-a", "broker-b"}
+            await c.brokers["broker-b"].stop(grace=0.5)
+
+            async def b_left() -> bool:  # a failed send makes the producer fetch the route without broker-b
+                with contextlib.suppress(MQClientError):
+                    await producer.send(Message(TOPIC, b"x"))
+                return "broker-b" not in await _brokers(producer)
+
+            await eventually(b_left, timeout=15, interval=0.2, message="broker-b left the producer's route")
+            c.brokers["broker-b"] = await start_broker(tmp_path, "broker-b", c.namesrv.addr)
+            await create_topic(c, TOPIC, 2, brokers=["broker-b"])
+            back_at = time.monotonic()
+
+            async def b_back() -> bool:
+                return "broker-b" in await _brokers(producer)
+
+            await eventually(b_back, timeout=BACK_WITHIN, interval=0.1, message="broker-b back in the route")
+            took = time.monotonic() - back_at
+            result = await producer.send(Message(TOPIC, b"after the restart"), selector=to_b, arg=None)
+    assert result.message_queue.broker_name == "broker-b"
+    assert took < BACK_WITHIN
+
+
+def _route(*masters: str) -> TopicRouteData:
+    return TopicRouteData(queue_datas=[], broker_datas=[
+        BrokerData(cluster="c", broker_name=name, broker_addrs={0: f"127.0.0.1:{10911 + i}"})
+        for i, name in enumerate(masters)])
+
+
+def test_master_watch_asks_while_a_group_seen_lately_lacks_its_master() -> None:
+    watch = MasterWatch(watch_for=60.0)
+    assert list(watch.topics_to_refresh({"T": _route("a", "b")}, 1.0)) == []
+    assert list(watch.topics_to_refresh({"T": _route("a")}, 2.0)) == ["T"]        # b's master left
+    assert list(watch.topics_to_refresh({"T": _route("a")}, 50.0)) == ["T"]       # still watched
+    assert list(watch.topics_to_refresh({"T": _route("a")}, 62.0)) == []          # gone for > watch_for
+    assert list(watch.topics_to_refresh({"T": _route("a", "b")}, 63.0)) == []
+    assert list(watch.topics_to_refresh({"U": _route("a")}, 64.0)) == []          # T forgotten with its route
+    assert list(watch.topics_to_refresh({"T": _route()}, 65.0)) == []             # T is new again: nothing seen
