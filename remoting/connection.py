@@ -165,7 +165,10 @@ class Connection(asyncio.Protocol):
             return
         self._read_yielded = True
         transport.pause_reading()
-        self._loop.call_soon(self._resume_yielded)
+        # Resumed two callback rounds later: the loop's next poll for I/O (between the two) reads the other
+        # sockets but not this one; a single call_soon would resume before that poll, where this socket may
+        # again come first.
+        self._loop.call_soon(self._loop.call_soon, self._resume_yielded)
 
     def _resume_yielded(self) -> None:
         self._read_yielded = False

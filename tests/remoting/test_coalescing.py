@@ -174,6 +174,8 @@ async def test_large_requests_that_wait_yield_the_socket_for_one_loop_iteration(
     assert len(waits) == 3, "the requests of the read are all handled"
     assert transport.reading == ["pause"]
     await asyncio.sleep(0)
+    assert transport.reading == ["pause"], "not resumed before the next poll for I/O"
+    await asyncio.sleep(0)
     assert transport.reading == ["pause", "resume"]
     for wait in waits:
         wait.cancel()
