@@ -161,7 +161,7 @@ class Connection(asyncio.Protocol):
         answers the first batch is read only after the peer's last one is stored (the SYNC_MASTER W1 lock-step,
         README "Why SYNC_MASTER waited")."""
         transport = self._transport
-        if self._read_yielded or transport is None or self._write_paused:
+        if self._read_yielded or transport is None or self._write_paused or transport.is_closing():
             return
         self._read_yielded = True
         transport.pause_reading()
