@@ -4,9 +4,11 @@
 set with :meth:`HAClient.update_master_address` when the broker learns it from the name server, or
 asked from a provider before each attempt), reconnecting with capped exponential backoff.
 
-On each connection the slave reports its max commit-log offset at once, after every transfer that appended
-bytes (not once per read: a read may carry many transfers, and the master can answer SYNC_MASTER puts as
-soon as their part is acknowledged), and every ``ha_send_heartbeat_interval`` otherwise; it drops a master
+On each connection the slave reports its max commit-log offset at once, at the end of every read that
+appended bytes and within a read after every ``_REPORT_EVERY`` bytes appended (a read may carry several
+batches, and the master can answer SYNC_MASTER puts as soon as their part is acknowledged; one report per
+32 KiB transfer cost a system call here and a wake-up on the master for nothing, the master keeping only the
+last report it reads), and every ``ha_send_heartbeat_interval`` otherwise; it drops a master
 it has heard nothing from for ``ha_housekeeping_interval``. The socket reads straight into the
 :class:`ha.wire.TransferDecoder`'s bounded buffer and each transfer body goes to the store's
 ``append_to_commit_log`` as a view of that buffer (one copy, socket buffer -> mapped file). The store is
@@ -64,6 +66,12 @@ AddressProvider = Callable[[], str | None]
 
 _SPACE_RETRY_S = 1.0
 """While the slave's store cannot make room (a full disk), how often it tries again."""
+
+_REPORT_EVERY = 256 * 1024
+"""Within one read, report the offset again once this many bytes were appended since the last report (and
+at the end of the read): a read of several SYNC_MASTER batches releases the first ones before the rest is
+applied, while a batch sent as eight 32 KiB transfers costs one report (one system call here, one wake-up
+and one acknowledgement on the master), not eight."""
 
 _REPORT_BACKLOG_LIMIT = 64 * 1024
 """Skip an offset report while this much is already queued toward the master (it is not reading; the next
@@ -125,7 +133,7 @@ class _MasterLink(asyncio.BufferedProtocol):
         store must first make a file or reserve room (its window is behind a fast master), reading stops and a
         task waits for the store's allocation thread; the master's sends then back up in TCP. Never blocks."""
         decoder = self.decoder
-        appended = self.appended
+        appended = reported = self.appended
         try:
             while (transfer := self._held or decoder.next_transfer()) is not None:
                 self._held = None
@@ -138,12 +146,15 @@ class _MasterLink(asyncio.BufferedProtocol):
                 if not applied:
                     self.close()
                     return
-                if transfer.body:
+                if self.appended - reported >= _REPORT_EVERY:
+                    reported = self.appended
                     self.report()
         except HAProtocolError as exc:
             self.log.error("bad_data_from_master", error=str(exc))
             self.close()
             return
+        if self.appended != reported:
+            self.report()
         if (self.appended != appended or self._store.dispatch_waiting) and not self._dispatch():
             self.close()
             return

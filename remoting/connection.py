@@ -21,6 +21,8 @@ Invariants that the rest of the product relies on:
   bodies of one read have been handled, the answers so far leave at once: a peer that sent several large
   batches gets the first answers while the rest is stored, instead of everything at the end (measured:
   ~60k -> ~70-78k msg/s for 1,000 pipelined 1 KiB sends, whose auto-batches arrive several per read).
+  When such a request waits for something else (a SYNC_MASTER's replica acknowledgement), reading stops
+  until the next loop iteration, so that the other socket is read before the peer's next batch is stored.
 * Every bound (frame size, in-flight requests, pending responses, unflushed output) gives a named error
   or a ``SYSTEM_BUSY`` answer, never unbounded growth. A peer that does not read its responses stops
   being read from (``pause_reading``) until it does.
@@ -95,6 +97,7 @@ class Connection(asyncio.Protocol):
         self._eager_spent = False
         self._in_data_received = False
         self._write_paused = False
+        self._read_yielded = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._closed = self._loop.create_future()
         self.made: asyncio.Future[None] = self._loop.create_future()
@@ -138,15 +141,40 @@ class Connection(asyncio.Protocol):
                 body = cmd.body
                 if body is not None:
                     handled += len(body)
-                    if handled >= _EARLY_FLUSH_BYTES and self._out:
-                        # A read full of large requests (batches): answer what is done now, so that the
-                        # peer works on those answers while the rest is handled.
-                        self._flush()
+                    if handled >= _EARLY_FLUSH_BYTES:
+                        if self._tasks:
+                            self._yield_reading()
+                        if self._out:
+                            # A read full of large requests (batches): answer what is done now, so that the
+                            # peer works on those answers while the rest is handled.
+                            self._flush()
                         handled = 0
         finally:
             self._in_data_received = False
             if self._out:
                 self._flush()
+
+    def _yield_reading(self) -> None:
+        """Large requests are waiting for something else (a SYNC_MASTER's replica acknowledgement on another
+        socket): stop reading until the next loop iteration. The event loop would otherwise keep reading this
+        socket while it has data (libuv reads up to 32 full buffers per wake-up), so the acknowledgement that
+        answers the first batch is read only after the peer's last one is stored (the SYNC_MASTER W1 lock-step,
+        README "Why SYNC_MASTER waited")."""
+        transport = self._transport
+        if self._read_yielded or transport is None or self._write_paused or transport.is_closing():
+            return
+        self._read_yielded = True
+        transport.pause_reading()
+        # Resumed two callback rounds later: the loop's next poll for I/O (between the two) reads the other
+        # sockets but not this one; a single call_soon would resume before that poll, where this socket may
+        # again come first.
+        self._loop.call_soon(self._loop.call_soon, self._resume_yielded)
+
+    def _resume_yielded(self) -> None:
+        self._read_yielded = False
+        transport = self._transport
+        if transport is not None and not self._write_paused and not transport.is_closing():
+            transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None

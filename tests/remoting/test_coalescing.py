@@ -132,3 +132,65 @@ async def test_request_answer_exchange_schedules_no_flush() -> None:
     third = RemotingCommand.request(CODE, body=bytes(10))
     conn.send(third)  # the flush ran: eager again
     assert answered_opaques(transport.writes[-1:]) == [[third.opaque]]
+
+
+class PausableTransport(RecordingTransport):
+    """Also records ``pause_reading`` / ``resume_reading`` calls, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading: list[str] = []
+
+    def pause_reading(self) -> None:
+        self.reading.append("pause")
+
+    def resume_reading(self) -> None:
+        self.reading.append("resume")
+
+
+async def feed_waiting(body_size: int, count: int) -> tuple[PausableTransport, list[asyncio.Future[RemotingCommand]]]:
+    """Feed ``count`` requests whose handler answers later (a future, as a SYNC_MASTER put waits for its
+    replica) as one read; return the transport and the handlers' futures."""
+    transport = PausableTransport()
+    loop = asyncio.get_running_loop()
+    waits: list[asyncio.Future[RemotingCommand]] = []
+
+    def handler(req: RemotingCommand, conn: Connection) -> asyncio.Future[RemotingCommand]:
+        waits.append(loop.create_future())
+        return waits[-1]
+
+    conn = Connection({CODE: handler})
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    requests = [RemotingCommand.request(CODE, body=bytes(body_size)) for _ in range(count)]
+    conn.data_received(b"".join(encode_frame(req) for req in requests))
+    return transport, waits
+
+
+async def test_large_requests_that_wait_yield_the_socket_for_one_loop_iteration() -> None:
+    """The event loop would read this socket again and again while it has data (uvloop reads up to 32 full
+    buffers per wake-up): the acknowledgement a SYNC_MASTER's first batch waits for, on another socket, was
+    read only after the peer's last batch was stored. Reading stops once per read, until the next iteration."""
+    transport, waits = await feed_waiting(64 * 1024, 3)
+    assert len(waits) == 3, "the requests of the read are all handled"
+    assert transport.reading == ["pause"]
+    await asyncio.sleep(0)
+    assert transport.reading == ["pause"], "not resumed before the next poll for I/O"
+    await asyncio.sleep(0)
+    assert transport.reading == ["pause", "resume"]
+    for wait in waits:
+        wait.cancel()
+
+
+async def test_small_waiting_requests_and_answered_large_ones_do_not_pause_reading() -> None:
+    transport, waits = await feed_waiting(100, 5)
+    await asyncio.sleep(0)
+    assert transport.reading == []
+    for wait in waits:
+        wait.cancel()
+    pausable = PausableTransport()
+    conn = Connection({CODE: lambda req, conn: req.response(0)})
+    conn.connection_made(pausable)  # type: ignore[arg-type]
+    conn.data_received(b"".join(encode_frame(RemotingCommand.request(CODE, body=bytes(64 * 1024)))
+                                for _ in range(3)))
+    await asyncio.sleep(0)
+    assert pausable.reading == []
