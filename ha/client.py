@@ -169,6 +169,9 @@ class _MasterLink(asyncio.BufferedProtocol):
             waiting.close()
             return
         self._waiter = self.loop.create_task(self._resume_after(waiting))
+        # A task cancelled before its first step (the link closing, the loop shutting down) never awaits
+        # ``waiting``: close it then (a no-op once it ran), or Python warns it was never awaited.
+        self._waiter.add_done_callback(lambda _task: waiting.close())
 
     async def _resume_after(self, waiting: Coroutine[Any, Any, None]) -> None:
         try:

@@ -52,8 +52,10 @@ class Rig:
     ledger: Ledger
     producer: TransactionProducer
 
-    def restart(self, crash_at: str | None = None) -> None:
-        self.broker = start_broker_proc(self.ns.addr, self.store_dir, crash_at)
+    async def restart(self, crash_at: str | None = None) -> None:
+        """Start the broker again, waiting for it in a thread: the name server runs on this event loop, and the
+        restarted master asks it for its slaves (tail recovery) before it is ready."""
+        self.broker = await asyncio.to_thread(start_broker_proc, self.ns.addr, self.store_dir, crash_at)
 
     async def wait_killed(self) -> None:
         await eventually(lambda: self.broker.popen.poll() is not None, timeout=15, message="the broker died")
@@ -108,7 +110,7 @@ async def test_killed_after_the_half_write_the_check_back_commits_once(tmp_path:
         r.ledger.decided["half-only"] = COMMIT
         r.ledger.execute_local_transaction = kill_then_commit  # type: ignore[method-assign]
         await r.send("half-only", None)
-        r.restart()
+        await r.restart()
         assert await r.consume_all(["half-only"]) == ["half-only"]
         assert set(r.ledger.checked) == {"half-only"}  # once, or again when an answer is slower than a round
 
@@ -118,7 +120,7 @@ async def test_killed_between_the_commit_and_its_op_record_is_repaired_at_restar
         r.ledger.decided["cut"] = COMMIT
         await r.send("cut", COMMIT)
         await r.wait_killed()
-        r.restart()
+        await r.restart()
         assert "transaction_op_repaired" in r.broker.stderr_text()
         assert await r.consume_all(["cut"]) == ["cut"]
         assert r.ledger.checked == []  # the repaired op record resolved it: no check-back, no second commit
@@ -132,7 +134,7 @@ async def test_killed_during_a_check_back_checks_again_and_commits_once(tmp_path
         await r.send("checked", UNKNOWN)
         await r.wait_killed()  # the check round copied the half, then died before asking
         assert r.ledger.checked == []
-        r.restart()
+        await r.restart()
         assert await r.consume_all(["checked"]) == ["checked"]
         assert set(r.ledger.checked) == {"checked"}
 
@@ -147,6 +149,6 @@ async def test_recorded_outcomes_survive_a_kill(tmp_path: Path) -> None:
             "transaction_check_answered") >= len(r.ledger.checked), timeout=15, message="the undecided rolled back")
         asked = len(r.ledger.checked)
         r.broker.kill()
-        r.restart()
+        await r.restart()
         assert await r.consume_all(["kept"]) == ["kept"]
         assert len(r.ledger.checked) == asked  # nothing asked again after the restart
