@@ -153,6 +153,7 @@ def check_consistency(history: History) -> dict[str, Any]:
     stored = positions(history.stored)
     readable = readable_ids(history.stored)
     power_losses = [f for f in history.faults if f.kind == "powerloss" and f.injected]
+    answered = {e.msg_id: (e.broker, e.queue_id, e.queue_offset) for e in history.sends if e.broker}
     deliveries, dropped = set(), set()
     for p, got in seen.items():
         ids = {d.msg_id for d in got}
@@ -160,7 +161,7 @@ def check_consistency(history: History) -> dict[str, Any]:
             continue
         current = stored.get(p)
         strays = [d for d in got if d.msg_id != current]
-        if strays and all(_dropped_by_power_loss(d, readable, power_losses) for d in strays):
+        if strays and all(_dropped_by_power_loss(d, readable, answered, power_losses) for d in strays):
             dropped.add(p)
         else:
             deliveries.add(p)
@@ -171,10 +172,15 @@ def check_consistency(history: History) -> dict[str, Any]:
             "delivered_then_dropped": len(dropped), "dropped_examples": [list(p) for p in sorted(dropped)[:EXAMPLES]]}
 
 
-def _dropped_by_power_loss(delivery: Delivery, readable: set[str], power_losses: list[FaultEvent]) -> bool:
-    """The delivered record is readable nowhere and a power loss of its broker group's master came after."""
-    return delivery.msg_id not in readable and any(
-        f.target == delivery.broker and f.start >= delivery.at for f in power_losses)
+def _dropped_by_power_loss(delivery: Delivery, readable: set[str], answered: dict[str, Position],
+                           power_losses: list[FaultEvent]) -> bool:
+    """A power loss of the delivered record's broker group came after the delivery, and the record is one that
+    loss could take: readable nowhere, or readable only as another copy (an SDK retry stored it on another
+    broker after this attempt failed) while the send was never answered from this position (an unacknowledged
+    write, which no flush mode keeps)."""
+    position = (delivery.broker, delivery.queue_id, delivery.queue_offset)
+    could_drop = delivery.msg_id not in readable or answered.get(delivery.msg_id) != position
+    return could_drop and any(f.target == delivery.broker and f.start >= delivery.at for f in power_losses)
 
 
 def check_order(history: History) -> dict[str, Any]:

@@ -178,3 +178,21 @@ def test_a_delivery_a_power_loss_then_dropped_is_not_an_inconsistency() -> None:
     assert c["delivery_mismatches"] == 0 and c["inconsistent"] == 0
     h.faults[-1] = FaultEvent("powerloss", "broker-a", 5.0, 5.5)  # before the delivery: no excuse
     assert check_consistency(h)["inconsistent"] == 1
+
+
+def test_an_unacknowledged_write_a_power_loss_dropped_is_not_an_inconsistency_when_a_retry_stored_it() -> None:
+    """Found by the 2m-noslave SYNC_FLUSH run (seed 1): p0-s0-6's attempt on broker-a was written and delivered
+    before its flush, the power loss dropped it, the SDK's retry stored it on broker-b, and broker-a reused offset
+    6. The copy the consumer got was never acknowledged: no flush mode keeps it. Acknowledged at that very
+    position, the same history is an inconsistency."""
+    h = clean_history()
+    h.stored = [r for r in h.stored if r.msg_id != "p0-s0-6"]
+    h.stored += [StoredRecord("broker-a", "broker-a", True, 0, 6, "p1-s0-0"),
+                 StoredRecord("broker-b", "broker-b", True, 0, 0, "p0-s0-6")]
+    h.sends = [e for e in h.sends if e.msg_id != "p0-s0-6"]
+    h.sends.append(SendEvent("p0-s0-6", 6.0, 8.5, "SEND_OK", "broker-b", 0, 0))
+    h.faults.append(FaultEvent("powerloss", "broker-a", 7.0, 9.0))
+    c = check_consistency(h)
+    assert c["delivered_then_dropped"] == 1 and c["inconsistent"] == 0
+    h.sends[-1] = SendEvent("p0-s0-6", 6.0, 6.01, "SEND_OK", "broker-a", 0, 6)
+    assert check_consistency(h)["inconsistent"] == 1
