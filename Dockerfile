@@ -6,21 +6,10 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /opt/pocketmq
 
-COPY pyproject.toml setup.py README.md ./
-COPY scripts ./scripts
-COPY common ./common
-COPY remoting ./remoting
-COPY store ./store
-COPY namesrv ./namesrv
-COPY broker ./broker
-COPY client ./client
-COPY ha ./ha
-COPY admin ./admin
-COPY chaos ./chaos
-COPY spark_jobs ./spark_jobs
-COPY benchmarks ./benchmarks
-COPY conf ./conf
+COPY pyproject.toml setup.py MANIFEST.in README.md ./
+COPY pocketmq ./pocketmq
 RUN python -m pip install --upgrade pip && python -m pip install . \
+    && ln -s "$(python -c 'from pocketmq.conf import presets_dir; print(presets_dir())')" /opt/pocketmq/conf \
     && useradd --system --uid 10001 --home-dir /data pocketmq && mkdir -p /data && chown pocketmq /data
 
 USER pocketmq

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-# PURE=1 runs everything from the .py sources (POCKETMQ_PURE_PYTHON=1, see common/compiled.py) and builds nothing.
+# PURE=1 runs everything from the .py sources (POCKETMQ_PURE_PYTHON=1, see pocketmq/common/compiled.py) and builds nothing.
 PURE ?=
 ifeq ($(PURE),1)
 export POCKETMQ_PURE_PYTHON := 1
@@ -23,15 +23,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) compiled
 
-# The compiled hot path (Cython, in place beside the sources; scripts/build_compiled.py): only what changed is
-# rebuilt, and a failed build (or no Cython, no compiler: the leading "-") leaves the plain-Python modules in use.
+# The compiled hot path (Cython, in place beside the sources; setup.py): only what changed is rebuilt, and a
+# failed build (or no Cython, no compiler: the leading "-") leaves the plain-Python modules in use.
 compiled: $(STAMP)
 ifneq ($(PURE),1)
-	-$(BIN)/python scripts/build_compiled.py
+	-$(BIN)/python setup.py -q build_ext --inplace --parallel 2
 endif
 
 clean-compiled:
-	find common remoting store client -name '*.so' -delete
+	find pocketmq -name '*.so' -delete
 	rm -rf build/cython
 
 lint: $(STAMP)
@@ -55,7 +55,7 @@ run: $(STAMP)
 	$(BIN)/rmq-cluster up --preset $${PRESET:-2m-2s-sync} --namesrv 2 --base-dir $${BASE_DIR:-.rmq-cluster}
 
 demo: $(STAMP)
-	$(BIN)/python -m admin.demo
+	$(BIN)/python -m pocketmq.admin.demo
 
 namesrv: $(STAMP)
 	$(BIN)/rmq-namesrv --port $${PORT:-9876} --log-format console
@@ -73,7 +73,7 @@ bench: $(STAMP)
 # The peer brokers of `rmq-bench compare` (Debian packages); a peer that cannot be installed is reported by the
 # benchmark, not dropped, hence the leading '-'.
 install-peers:
-	-sh benchmarks/compare/install_peers.sh
+	-sh scripts/install_peers.sh
 
 bench-compare: $(STAMP) install-peers
 	$(BIN)/rmq-bench compare

@@ -7,7 +7,7 @@ submitted with ``spark-submit --py-files``, then both daemons stopped by the PID
 
     .venv/bin/python scripts/spark_cluster.py [--input EXPORT ...] [--out DIR] [--keep-logs]
 
-Without ``--input`` a small export is generated first (20,000 messages, see ``benchmarks/spark_bench.py``).
+Without ``--input`` a small export is generated first (20,000 messages, see ``pocketmq/bench/spark_bench.py``).
 Everything (logs, PID files, worker scratch) lives in one temporary directory; every port is a free one
 picked on 127.0.0.1; the master's REST server is off. Every wait has a deadline. Exit status: the job's.
 """
@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from admin.cluster import pid_alive
+from pocketmq.admin.cluster import pid_alive
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
@@ -124,7 +124,7 @@ class Cluster:
         """``spark-submit`` the job in client mode with the project's code as ``--py-files``."""
         package = self.work / "pocketmq-spark.zip"
         sys.path.insert(0, str(ROOT))
-        from spark_jobs.package import build_zip
+        from pocketmq.spark_jobs.package import build_zip
 
         build_zip(package)
         argv = [str(self.home / "bin" / "spark-submit"), "--master", self.url, "--deploy-mode", "client",
@@ -133,7 +133,7 @@ class Cluster:
                 "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={sys.executable}",
                 "--conf", "spark.log.level=WARN",
                 "--conf", "spark.executor.memory=768m", "--conf", "spark.sql.shuffle.partitions=4",
-                str(ROOT / "spark_jobs" / "job.py")]
+                str(ROOT / "pocketmq" / "spark_jobs" / "job.py")]
         for path in inputs:
             argv += ["--input", path]
         argv += ["--out", out]
@@ -155,8 +155,8 @@ def running_cluster(work: Path) -> Iterator[Cluster]:
 
 def sample_export(work: Path) -> str:
     sys.path.insert(0, str(ROOT))
-    from admin.export import BrokerIdentity, export_commit_log
-    from benchmarks.spark_bench import write_synthetic_store
+    from pocketmq.admin.export import BrokerIdentity, export_commit_log
+    from pocketmq.bench.spark_bench import write_synthetic_store
 
     write_synthetic_store(work / "store", messages=20_000, file_size=4 << 20, minutes=15)
     export_commit_log(work / "store", work / "export", identity=BrokerIdentity(broker="sample-a", broker_id=0,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from broker.config import load_broker_config
-from broker.controller import BrokerController
-from namesrv.config import NamesrvConfig
-from namesrv.controller import NamesrvController
+from pocketmq.broker.config import load_broker_config
+from pocketmq.broker.controller import BrokerController
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.controller import NamesrvController
 
 #: Small files so tests roll over and stay fast.
 TEST_COMMIT_LOG_SIZE = 1 << 20

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import BrokerController
-from namesrv.controller import NamesrvController
+from pocketmq.broker.controller import BrokerController
+from pocketmq.namesrv.controller import NamesrvController
 from tests.cluster import start_broker, start_namesrv
 
 

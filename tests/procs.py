@@ -75,7 +75,7 @@ class Proc:
 
 def start_namesrv(*extra: str, kv_dir: Path) -> Proc:
     proc = Proc(
-        [sys.executable, "-m", "namesrv.main", "--listen", "127.0.0.1", "--port", "0",
+        [sys.executable, "-m", "pocketmq.namesrv.main", "--listen", "127.0.0.1", "--port", "0",
          "--kv-config-path", str(kv_dir / "kvConfig.json"), "--log-format", "json", *extra],
         "NAMESRV READY",
     )
@@ -116,7 +116,8 @@ def effective_config(store_dir: Path, config: Path | None) -> Path:
 
 def start_broker(*extra: str, namesrv: str, store_dir: Path, name: str = "broker-a", config: Path | None = None,
                  env: dict[str, str] | None = None) -> Proc:
-    args = [sys.executable, "-m", "broker.main", "-n", namesrv, "--listen-host", "127.0.0.1", "--listen-port", "0",
+    args = [sys.executable, "-m", "pocketmq.broker.main", "-n", namesrv, "--listen-host", "127.0.0.1",
+            "--listen-port", "0",
             "--broker-name", name, "--store-dir", str(store_dir), "--log-format", "json",
             "-c", str(effective_config(store_dir, config))]
     proc = Proc([*args, *extra], "BROKER READY", env=env)

@@ -1,4 +1,4 @@
-"""The compiled hot path (:mod:`common.compiled`): the build that runs is the one asked for, the pure switch
+"""The compiled hot path (:mod:`pocketmq.common.compiled`): the build that runs is the one asked for, the pure switch
 works at import time, and the compiled and pure builds write and read the very same bytes.
 
 CI runs the suite twice: ``make test`` with the compiled build (``POCKETMQ_REQUIRE_COMPILED=1``: a build that
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from common import compiled
+from pocketmq.common import compiled
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,13 +26,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # (tests/index/kernel_sample.py).
 _PROBE = r"""
 import json, importlib
-import common.compiled as c
-from common.record import decode_record, check_record, message_id
-from common.record_encoder import encode_record
-from common.batch import BatchEntry, encode_batch_body, decode_batch_body
-from remoting.command import RemotingCommand
-from remoting.serialization import decode_header, encode_header
-from remoting.frame import FrameDecoder, encode_frame
+import pocketmq.common.compiled as c
+from pocketmq.common.record import decode_record, check_record, message_id
+from pocketmq.common.record_encoder import encode_record
+from pocketmq.common.batch import BatchEntry, encode_batch_body, decode_batch_body
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.serialization import decode_header, encode_header
+from pocketmq.remoting.frame import FrameDecoder, encode_frame
 import tempfile
 from tests.index.kernel_sample import index_digest
 with tempfile.TemporaryDirectory(prefix="pocketmq-probe-") as scratch:
@@ -47,8 +47,8 @@ back = FrameDecoder().feed(frame)[0]
 headers = [encode_header(RemotingCommand(11, opaque=9, ext_fields={"k": "v"}, serialize_type=t)) for t in (0, 1, 0x4D)]
 decoded_headers = [repr(decode_header(t, h)) for t, h in zip((0, 1, 0x4D), headers)]
 batch = encode_batch_body([BatchEntry(1, b"b1", "K\x01v"), BatchEntry(2, b"", "")])
-from common.record import HEADER_STRUCTS
-from common.record_encoder import encode_batch_records_into, joined_message_ids, count_batch_entries
+from pocketmq.common.record import HEADER_STRUCTS
+from pocketmq.common.record_encoder import encode_batch_records_into, joined_message_ids, count_batch_entries
 tagged = encode_batch_body([BatchEntry(1, b"b1", "TAGS\x01a\x02K\x01v"), BatchEntry(2, b"", ""),
                             BatchEntry(3, b"b3" * 50, "TAGS\x01a\x02"), BatchEntry(4, b"b4", "XTAGS\x01z")])
 out = bytearray(4096)
@@ -56,9 +56,9 @@ end, units = encode_batch_records_into(memoryview(out), 8, 4096, HEADER_STRUCTS[
                                        b"CLUSTER\x01c", 0x10, 2, 77, 5, bytes(16) + b"\x00\x00\x00\x07", 6,
                                        b"\x7f\0\0\1\0\0\0\2",
                                        lambda props, value, plain: len(value) * 1000 + plain + len(props))
-from client.consumer.fast_decode import decode_records
-from client.consumer.pull_result import _decode
-from client.core.message_ext import MessageExt
+from pocketmq.client.consumer.fast_decode import decode_records
+from pocketmq.client.consumer.pull_result import _decode
+from pocketmq.client.core.message_ext import MessageExt
 v4 = encode_record(topic="T4", body=b"four", properties="K\x01v", queue_id=1, queue_offset=10, physical_offset=900,
                    born_timestamp=3, store_timestamp=4, born_host=b"\x7f\x00\x00\x01\x00\x00\x00\x07")
 pulled = [[repr([getattr(m, f) for f in MessageExt.__slots__]) for m in d(v4 + v4 + rec + v4, broker_name="b",
@@ -130,21 +130,37 @@ def test_a_source_edited_after_the_build_is_stale(tmp_path: Path) -> None:
     assert compiled.is_stale(source, extension)
 
 
-def test_each_compiled_package_installs_the_switch_first() -> None:
-    # The finder must be in place before a compiled module can be imported: its package's __init__ imports
-    # common.compiled before anything else (common itself does so as its only import).
-    for package in {name.partition(".")[0] for name in compiled.MODULES}:
-        assert package in compiled.PACKAGES
-        init = (ROOT / package / "__init__.py").read_text()
-        first_import = next(line for line in init.splitlines() if line.startswith(("import ", "from ")))
-        assert first_import.startswith("import common.compiled"), package
+def test_the_package_installs_the_switch_first() -> None:
+    # The finder must be in place before a compiled module can be imported: ``pocketmq/__init__.py``, which runs
+    # before any module of the package, imports pocketmq.common.compiled before anything else of ours.
+    for name in compiled.MODULES:
+        assert ".".join(name.split(".")[:2]) in compiled.PACKAGES, name
+    init = (ROOT / "pocketmq" / "__init__.py").read_text()
+    ours = [line for line in init.splitlines() if line.startswith(("import pocketmq", "from pocketmq"))]
+    assert ours[0].startswith("import pocketmq.common.compiled")
 
 
 def test_finder_answers_only_for_compiled_modules() -> None:
     finder = compiled.SourceFinder(pure=True)
-    assert finder.find_spec("common.errors", None) is None
-    spec = finder.find_spec("common.record", [str(ROOT / "common")])
-    if compiled.extension_path("common.record") is not None:
-        assert spec is not None and spec.origin == str(ROOT / "common" / "record.py")
+    assert finder.find_spec("pocketmq.common.errors", None) is None
+    spec = finder.find_spec("pocketmq.common.record", [str(ROOT / "pocketmq" / "common")])
+    if compiled.extension_path("pocketmq.common.record") is not None:
+        assert spec is not None and spec.origin == str(ROOT / "pocketmq" / "common" / "record.py")
     else:
         assert spec is None  # no extension: Python's own finder loads the source anyway
+
+
+def test_typed_modules_run_without_cython_installed() -> None:
+    """A plain ``pip install`` on a machine without Cython runs the typed modules from source: their byte-exact
+    tests pass with ``import cython`` failing (the plain-Python names of :mod:`pocketmq.common.pure_mode`)."""
+    code = (
+        "import sys; sys.modules['cython'] = None; import pytest; "
+        "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', *sys.argv[1:]]))"
+    )
+    tests = ["tests/store/test_dispatch_kernel.py", "tests/index/test_kernel.py",
+             "tests/client/consumer/test_fast_decode.py", "tests/common"]
+    env = {**os.environ, "POCKETMQ_PURE_PYTHON": "1"}
+    done = subprocess.run([sys.executable, "-c", code, *tests], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout

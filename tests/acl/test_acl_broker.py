@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from admin.api import AdminClient, AdminError
-from broker.acl import AclConfigError
-from broker.controller import BrokerController
-from client import Message, Producer, PushConsumer, SessionCredentials
-from namesrv.controller import NamesrvController
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.admin.api import AdminClient, AdminError
+from pocketmq.broker.acl import AclConfigError
+from pocketmq.broker.controller import BrokerController
+from pocketmq.client import Message, Producer, PushConsumer, SessionCredentials
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from tests.client.consumer.consumer_support import FAST, Recorder, instance_name
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
@@ -265,7 +265,7 @@ async def test_sdk_and_admin_with_credentials(acl: AclCluster) -> None:
 async def test_rmq_admin_signs_with_its_key_flags_or_environment(acl: AclCluster,
                                                                   monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from admin.cli import build_parser, run
+    from pocketmq.admin.cli import build_parser, run
 
     base = ["updateTopic", "-n", acl.namesrv.addr, "-t", "adminMade", "-b", acl.broker.addr]
     assert await run(build_parser().parse_args(base)) == 1

@@ -1,11 +1,11 @@
-"""plain_acl.yml parsing, address patterns and permission rules (broker.acl.config, broker.acl.permission)."""
+"""plain_acl.yml parsing, address patterns and permission rules (broker.acl.config, pocketmq.broker.acl.permission)."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.acl.config import AclConfigError, AddressMatcher, load_plain_acl
-from broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
+from pocketmq.broker.acl.config import AclConfigError, AddressMatcher, load_plain_acl
+from pocketmq.broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
 
 # RocketMQ 4.9.7's distribution/conf/plain_acl.yml, as shipped.
 SAMPLE = """
@@ -103,14 +103,13 @@ def test_empty_file_is_an_empty_config() -> None:
     assert not load_plain_acl("").accounts
 
 
-def test_shipped_sample_parses() -> None:
-    from pathlib import Path
+def test_shipped_sample_parses_and_whitelists_nothing() -> None:
+    from pocketmq.conf import example_acl
 
-    sample = Path(__file__).resolve().parents[2] / "conf" / "plain_acl.yml"
-    config = load_plain_acl(sample.read_text())
+    config = load_plain_acl(example_acl().read_text())
     assert set(config.accounts) == {"orderService", "operator"}
     assert config.accounts["operator"].admin
-    assert config.global_white_remote_addresses[0].matches("127.0.0.1")
+    assert not config.global_white_remote_addresses
 
 
 @pytest.mark.parametrize(
@@ -119,9 +118,9 @@ def test_shipped_sample_parses() -> None:
      b'{"consumerDataSet": [{"groupName": "G", "subscriptionDataSet": [{"topic": "T"}, 3]}]}', b"[]", b"null"],
 )
 def test_odd_heartbeat_bodies_name_what_they_can(body: bytes) -> None:
-    from broker.acl.permission import required_resources
-    from remoting.codes import RequestCode
-    from remoting.command import RemotingCommand
+    from pocketmq.broker.acl.permission import required_resources
+    from pocketmq.remoting.codes import RequestCode
+    from pocketmq.remoting.command import RemotingCommand
 
     needs = required_resources(RemotingCommand.request(RequestCode.HEART_BEAT, None, body))
     assert needs in ({}, {"%RETRY%G": SUB, "T": SUB})

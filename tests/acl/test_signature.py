@@ -7,9 +7,9 @@ import base64
 import hashlib
 import hmac
 
-from remoting.acl import SERVER_EXCLUDED, SessionCredentials, signature_content
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
+from pocketmq.remoting.acl import SERVER_EXCLUDED, SessionCredentials, signature_content
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
 
 
 def java_signature(ext: dict[str, str], body: bytes, secret: str) -> str:

@@ -8,10 +8,10 @@ import json
 import time
 from pathlib import Path
 
-from client import Message, Producer
-from client.consumer.push import PushConsumer
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
+from pocketmq.client import Message, Producer
+from pocketmq.client.consumer.push import PushConsumer
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
 from tests.admin.rocketmq_json import check, parse
 from tests.client.consumer.consumer_support import (
     Cluster,

@@ -1,7 +1,7 @@
 """Every operations command of ``rmq-admin`` (``admin/commands_*.py``) against a real name server and broker.
 
 The cluster, a producer and a push consumer run on an event loop in a background thread (the commands run
-their own ``asyncio.run`` through :func:`admin.cli.main`, called here in-process); outputs are read as JSON
+their own ``asyncio.run`` through :func:`pocketmq.admin.cli.main`, called here in-process); outputs are read as JSON
 (``--json``) and, for a few, as the human table.
 """
 
@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from admin import cli
-from client import Message, Producer
-from client.consumer.push import PushConsumer
+from pocketmq.admin import cli
+from pocketmq.client import Message, Producer
+from pocketmq.client.consumer.push import PushConsumer
 from tests.client.consumer.consumer_support import (
     Cluster,
     Recorder,

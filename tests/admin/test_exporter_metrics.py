@@ -1,7 +1,7 @@
 """rocketmq-exporter's metric names and labels, scraped from a real broker's ``/metrics`` (beside ``pocketmq_*``).
 
 Names and label sets are those of apache/rocketmq-exporter's ``RMQMetricsCollector``, written out here
-independently of :mod:`broker.exporter_metrics`.
+independently of :mod:`pocketmq.broker.exporter_metrics`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.record import decode_message_id
-from remoting.codes import RequestCode, ResponseCode
+from pocketmq.common.record import decode_message_id
+from pocketmq.conf import grafana_dashboard
+from pocketmq.remoting.codes import RequestCode, ResponseCode
 from tests.client.consumer.consumer_support import (
     Recorder,
     admin,
@@ -27,7 +28,7 @@ from tests.client.consumer.consumer_support import (
 )
 from tests.helpers import eventually
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "conf" / "grafana" / "pocketmq-rocketmq.json"
+DASHBOARD = grafana_dashboard()
 TOPIC = "MetT"
 LIVE = "MetLiveG"
 LAGGING = "MetLagG"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.compare import peers
-from benchmarks.compare.limits import Limits
-from benchmarks.compare.report import Meta, latency_table, render, throughput_table
-from benchmarks.compare.results import RunRecord, TargetStatus, best_peer, check_targets, median, ratio, summarise
-from benchmarks.compare.runner import Options, Outcome, run_target
-from benchmarks.compare.target import Target, Unavailable
-from benchmarks.compare.workload import (
+from pocketmq.bench.compare import peers
+from pocketmq.bench.compare.limits import Limits
+from pocketmq.bench.compare.report import Meta, latency_table, render, throughput_table
+from pocketmq.bench.compare.results import RunRecord, TargetStatus, best_peer, check_targets, median, ratio, summarise
+from pocketmq.bench.compare.runner import Options, Outcome, run_target
+from pocketmq.bench.compare.target import Target, Unavailable
+from pocketmq.bench.compare.workload import (
     ONE_CPU,
     Budget,
     ConsumeMode,
@@ -227,7 +227,7 @@ class _Pipe:
 
 
 def test_redis_acknowledges_each_id_or_one_xack_per_hundred() -> None:
-    redis_load = pytest.importorskip("benchmarks.compare.redis_load")
+    redis_load = pytest.importorskip("pocketmq.bench.compare.redis_load")
     ids = [f"1-{n}".encode() for n in range(250)]
     each, batch = _Pipe(), _Pipe()
     redis_load._acknowledge(each, "s", "g", ids, ConsumeMode.EACH)

@@ -10,25 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import BrokerController
-from common import compiled
-from common.batch import BatchEntry, encode_batch_body
-from common.consumer import ConsumeType, MessageModel
-from common.record import decode_message_id
-from namesrv.controller import NamesrvController
-from remoting import route as rd
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode, SerializeType
-from remoting.command import RemotingCommand
-from remoting.frame import encode_frame
-from remoting.headers import (
+from pocketmq.broker.controller import BrokerController
+from pocketmq.common import compiled
+from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.common.consumer import ConsumeType, MessageModel
+from pocketmq.common.record import decode_message_id
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting import route as rd
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.frame import encode_frame
+from pocketmq.remoting.headers import (
     CreateTopicRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
-from store.config import BrokerRole
-from store.message import MessageExtBatch, MessageExtBrokerInner
-from store.results import PutMessageResult
+from pocketmq.store.config import BrokerRole
+from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
+from pocketmq.store.results import PutMessageResult
 from tests.cluster import start_broker
 from tests.helpers import eventually
 
@@ -134,7 +134,7 @@ async def test_bad_sends_get_clear_errors_and_store_nothing(
 
 
 async def test_batch_send(broker: BrokerController, client: RemotingClient) -> None:
-    from client.core.message import Message, encode_batch
+    from pocketmq.client.core.message import Message, encode_batch
 
     body = encode_batch([Message("Batch", f"m{i}".encode(), tags="t") for i in range(5)])
     resp = await send(client, broker.addr, "Batch", body, code=RequestCode.SEND_BATCH_MESSAGE, props="WAIT\x01true")

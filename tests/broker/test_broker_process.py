@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
-from remoting.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
 from tests.procs import start_broker, start_namesrv
 
 
@@ -55,18 +55,20 @@ def test_broker_process_serves_registers_and_stops_on_sigterm(tmp_path: Path) ->
 def test_print_config_and_bad_config(tmp_path: Path) -> None:
     conf = tmp_path / "b.properties"
     conf.write_text("brokerName=broker-b\nbrokerId=3\nbrokerRole=SLAVE\nnamesrvAddr=127.0.0.1:9876;127.0.0.1:9877\n")
-    out = subprocess.run([sys.executable, "-m", "broker.main", "-c", str(conf), "--print-config"],
+    out = subprocess.run([sys.executable, "-m", "pocketmq.broker.main", "-c", str(conf), "--print-config"],
                          capture_output=True, text=True, timeout=60, check=True)
     assert "brokerName=broker-b" in out.stdout and "brokerId=3" in out.stdout
     assert "namesrvAddr=127.0.0.1:9876;127.0.0.1:9877" in out.stdout
-    over = subprocess.run([sys.executable, "-m", "broker.main", "-c", str(conf), "--role", "SYNC_MASTER",
+    over = subprocess.run([sys.executable, "-m", "pocketmq.broker.main", "-c", str(conf), "--role", "SYNC_MASTER",
                            "--print-config"], capture_output=True, text=True, timeout=60, check=True)
     assert "brokerRole=SYNC_MASTER" in over.stdout and "brokerId=0" in over.stdout
     conf.write_text("brokerNme=x\n")
-    bad = subprocess.run([sys.executable, "-m", "broker.main", "-c", str(conf)], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "pocketmq.broker.main", "-c", str(conf)],
+                         capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "unknown config key 'brokerNme'" in bad.stderr
     conf.write_text("brokerRole=LEADER\n")
-    bad = subprocess.run([sys.executable, "-m", "broker.main", "-c", str(conf)], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "pocketmq.broker.main", "-c", str(conf)],
+                         capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "LEADER" in bad.stderr

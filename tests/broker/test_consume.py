@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import BrokerController
-from common.message import parse_properties
-from common.record import decode_records
-from namesrv.controller import NamesrvController
-from remoting import fastjson
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.connection import Connection
-from remoting.errors import RemotingClosedError
-from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.broker.controller import BrokerController
+from pocketmq.common.message import parse_properties
+from pocketmq.common.record import decode_records
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting import fastjson
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import Connection
+from pocketmq.remoting.errors import RemotingClosedError
+from pocketmq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from tests.cluster import start_broker
 from tests.helpers import eventually
 
@@ -228,7 +228,7 @@ async def test_delayed_message_arrives_no_earlier_than_its_level(broker: BrokerC
 
 async def test_send_back_goes_to_retry_then_dlq(broker: BrokerController, client: RemotingClient) -> None:
     resp = await send(client, broker.addr, "R", b"fail-me")
-    from common.record import decode_message_id
+    from pocketmq.common.record import decode_message_id
 
     phys = decode_message_id((resp.ext_fields or {})["msgId"])[2]
     back = {"offset": str(phys), "group": "RG", "delayLevel": "1", "originMsgId": "ORIG", "maxReconsumeTimes": "1"}

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from broker.config import BrokerRole
-from broker.controller import BrokerController
-from ha import client as ha_client_module
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from store import mapped_file as mapped_file_module
-from store.retention import disk_state
+from pocketmq.broker.config import BrokerRole
+from pocketmq.broker.controller import BrokerController
+from pocketmq.ha import client as ha_client_module
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.store import mapped_file as mapped_file_module
+from pocketmq.store.retention import disk_state
 from tests.broker.test_broker import send
 from tests.broker.test_consume import bodies, pull_request
 from tests.cluster import start_broker, start_namesrv

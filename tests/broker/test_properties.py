@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.processors.send import strip_wait
+from pocketmq.broker.processors.send import strip_wait
 
 
 def strip_wait_by_parts(properties: str) -> tuple[str, bool]:

@@ -1,18 +1,18 @@
 """After a power loss cut a master's queues back, a consumer group whose offset lies beyond the recovered end is
 moved back to it on its first pull, so the messages later stored at the reused offsets are not skipped
-(:mod:`broker.rewind_guard`; found by the chaos harness: 128 and 272 such messages in two runs)."""
+(:mod:`pocketmq.broker.rewind_guard`; found by the chaos harness: 128 and 272 such messages in two runs)."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
-from broker.rewind_guard import RewindGuard
-from chaos.control import drop_unflushed
-from namesrv.controller import NamesrvController
-from remoting.client import RemotingClient
-from remoting.codes import ResponseCode
-from store.checkpoint import StoreCheckpoint
+from pocketmq.broker.rewind_guard import RewindGuard
+from pocketmq.chaos.control import drop_unflushed
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import ResponseCode
+from pocketmq.store.checkpoint import StoreCheckpoint
 from tests.broker.test_consume import bodies, client, pull_request, send
 from tests.cluster import start_broker
 

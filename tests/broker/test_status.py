@@ -1,12 +1,12 @@
-"""broker.status: the one table from store statuses to response codes, for puts and for pulls."""
+"""pocketmq.broker.status: the one table from store statuses to response codes, for puts and for pulls."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.status import get_status_to_response, put_status_to_response
-from remoting.codes import ResponseCode
-from store.results import GetMessageResult, GetMessageStatus, PutMessageStatus
+from pocketmq.broker.status import get_status_to_response, put_status_to_response
+from pocketmq.remoting.codes import ResponseCode
+from pocketmq.store.results import GetMessageResult, GetMessageStatus, PutMessageStatus
 
 S = GetMessageStatus
 R = ResponseCode

@@ -23,7 +23,7 @@ WALL_LIMIT = 75.0
 
 def test_a_one_minute_chaos_run_loses_nothing_and_finds_no_inconsistency(tmp_path: Path) -> None:
     out, base = tmp_path / "out", tmp_path / "cluster"
-    args = [sys.executable, "-m", "chaos", "--preset", "2m-2s-sync", "--seed", "2", "--faults", "kill,stop",
+    args = [sys.executable, "-m", "pocketmq.chaos", "--preset", "2m-2s-sync", "--seed", "2", "--faults", "kill,stop",
             "--warmup", "3", "--duration", "36", "--gap-min", "3", "--gap-max", "6", "--fault-min", "3",
             "--fault-max", "6", "--tail", "5", "--drain", "20", "--out", str(out), "--base-dir", str(base)]
     started = time.monotonic()

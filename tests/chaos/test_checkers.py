@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
-from chaos.checkers import (
+from pocketmq.chaos.checkers import (
     check_all,
     check_availability,
     check_consistency,
@@ -17,9 +17,9 @@ from chaos.checkers import (
     longest_gap,
     percentile,
 )
-from chaos.control import promise
-from chaos.events import Delivery, FaultEvent, History, SendEvent, StoredRecord
-from chaos.report import render_svg, render_table, verdict
+from pocketmq.chaos.control import promise
+from pocketmq.chaos.events import Delivery, FaultEvent, History, SendEvent, StoredRecord
+from pocketmq.chaos.report import render_svg, render_table, verdict
 
 
 def clean_history(n: int = 10) -> History:

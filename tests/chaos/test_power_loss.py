@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.control import CQ_UNIT, drop_unflushed
-from store.checkpoint import StoreCheckpoint
+from pocketmq.chaos.control import CQ_UNIT, drop_unflushed
+from pocketmq.store.checkpoint import StoreCheckpoint
 
 FILE_SIZE = 64 * 1024
 

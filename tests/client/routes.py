@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remoting.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
+from pocketmq.remoting.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 
 RW = 6
 

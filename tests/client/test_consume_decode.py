@@ -10,16 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from client.core.message import MessageQueue
-from client.core.message_ext import (
+from pocketmq.client.core.message import MessageQueue
+from pocketmq.client.core.message_ext import (
     MessageDecodeError,
     MessageExt,
     decode_messages,
     restore_retry_topic,
     restore_retry_topics,
 )
-from common.message import parse_properties
-from common.record import message_id, parse_host_port
+from pocketmq.common.message import parse_properties
+from pocketmq.common.record import message_id, parse_host_port
 from tests.client.pull_records import MAGIC_V2, Record, body_of
 
 # -- one record, byte by byte -------------------------------------------------------------------------

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from client.consumer.pull_result import PullStatus, pull_result_from_response, pull_status_for_code
-from client.consumer.subscription import build_subscription
-from client.core.message import MessageQueue
-from client.core.message_ext import MessageDecodeError
-from remoting.codes import ResponseCode
-from remoting.errors import InvalidHeaderError, ResponseError, SubscriptionError, SystemError_
+from pocketmq.client.consumer.pull_result import PullStatus, pull_result_from_response, pull_status_for_code
+from pocketmq.client.consumer.subscription import build_subscription
+from pocketmq.client.core.message import MessageQueue
+from pocketmq.client.core.message_ext import MessageDecodeError
+from pocketmq.remoting.codes import ResponseCode
+from pocketmq.remoting.errors import InvalidHeaderError, ResponseError, SubscriptionError, SystemError_
 from tests.client.pull_records import Record, body_of
 
 MQ = MessageQueue("TopicTest", "broker-a", 3)

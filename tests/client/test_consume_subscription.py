@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from client.consumer.subscription import SubscriptionParseError, build_subscription, consumer_data_json
-from client.consumer.types import ConsumeFromWhere, ConsumeType, MessageModel
+from pocketmq.client.consumer.subscription import SubscriptionParseError, build_subscription, consumer_data_json
+from pocketmq.client.consumer.types import ConsumeFromWhere, ConsumeType, MessageModel
 
 
 @pytest.mark.parametrize("expression", ["*", "", None, "  *  "])

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from client.consumer.types import (
+from pocketmq.client.consumer.types import (
     ConsumeFromWhere,
     ConsumeResult,
     ConsumeType,
     MessageModel,
     delay_level_for_retry,
 )
-from common.config import DEFAULT_DELAY_LEVELS, DelayLevelError, parse_delay_levels
+from pocketmq.common.config import DEFAULT_DELAY_LEVELS, DelayLevelError, parse_delay_levels
 
 
 def test_default_delay_levels() -> None:

@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from client.core.errors import InvalidMessageError
-from client.core.message import (
+from pocketmq.client.core.errors import InvalidMessageError
+from pocketmq.client.core.message import (
     Message,
     MessageBatch,
     MessageQueue,
@@ -18,8 +18,8 @@ from client.core.message import (
     ensure_uniq_key,
     send_result_from_response,
 )
-from client.core.uniq import UniqIdGenerator
-from remoting.errors import InvalidHeaderError, SystemBusyError, TopicNotExistError
+from pocketmq.client.core.uniq import UniqIdGenerator
+from pocketmq.remoting.errors import InvalidHeaderError, SystemBusyError, TopicNotExistError
 
 
 def _generator() -> UniqIdGenerator:

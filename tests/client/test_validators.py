@@ -6,9 +6,9 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from client.core.errors import InvalidMessageError
-from client.core.message import Message
-from client.core.validators import (
+from pocketmq.client.core.errors import InvalidMessageError
+from pocketmq.client.core.message import Message
+from pocketmq.client.core.validators import (
     check_and_encode_properties,
     check_body_size,
     check_group,
@@ -16,7 +16,7 @@ from client.core.validators import (
     check_producer_group,
     check_topic,
 )
-from common.topic import NOT_ALLOWED_SEND_TOPIC_SET
+from pocketmq.common.topic import NOT_ALLOWED_SEND_TOPIC_SET
 
 
 def _fails(needle: str) -> AbstractContextManager[pytest.ExceptionInfo[InvalidMessageError]]:

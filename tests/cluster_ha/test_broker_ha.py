@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import BrokerController
-from common.record import decode_message_id
-from common.topic import RMQ_SYS_SCHEDULE_TOPIC
-from namesrv.controller import NamesrvController
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.headers import SendMessageRequestHeaderV2
-from store.config import BrokerRole
+from pocketmq.broker.controller import BrokerController
+from pocketmq.common.record import decode_message_id
+from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import SendMessageRequestHeaderV2
+from pocketmq.store.config import BrokerRole
 from tests.cluster import start_broker
 from tests.helpers import eventually
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from client.core.message import Message, SendStatus
-from client.producer.producer import Producer
-from common.record import decode_records
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
-from remoting.errors import PocketMQError
-from store.config import StoreConfig
-from store.message_store import MessageStore
+from pocketmq.client.core.message import Message, SendStatus
+from pocketmq.client.producer.producer import Producer
+from pocketmq.common.record import decode_records
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import PocketMQError
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.message_store import MessageStore
 from tests.helpers import eventually
 from tests.procs import Proc, start_broker, start_namesrv
 

@@ -6,8 +6,14 @@ import struct
 
 import pytest
 
-from common.batch import BATCH_ENTRY_OVERHEAD, BatchEntry, append_batch_entry, decode_batch_body, encode_batch_body
-from common.errors import RecordFormatError
+from pocketmq.common.batch import (
+    BATCH_ENTRY_OVERHEAD,
+    BatchEntry,
+    append_batch_entry,
+    decode_batch_body,
+    encode_batch_body,
+)
+from pocketmq.common.errors import RecordFormatError
 
 
 def corrupt(data: bytes, offset: int, value: bytes) -> bytes:

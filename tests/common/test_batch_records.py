@@ -10,12 +10,12 @@ from collections.abc import Callable
 
 import pytest
 
-from common import record_encoder
-from common.batch import BatchEntry, encode_batch_body
-from common.errors import RecordFormatError
-from common.message import java_string_hash, tags_code_of_bytes
-from common.record import HEADER_STRUCTS, MESSAGE_MAGIC_CODE, MessageRecord, decode_record, message_id
-from common.record_encoder import (
+from pocketmq.common import record_encoder
+from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.common.errors import RecordFormatError
+from pocketmq.common.message import java_string_hash, tags_code_of_bytes
+from pocketmq.common.record import HEADER_STRUCTS, MESSAGE_MAGIC_CODE, MessageRecord, decode_record, message_id
+from pocketmq.common.record_encoder import (
     count_batch_entries,
     encode_batch_records_into,
     encode_record,

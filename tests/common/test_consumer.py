@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.consumer import ConsumeFromWhere, ConsumeType, MessageModel
+from pocketmq.common.consumer import ConsumeFromWhere, ConsumeType, MessageModel
 
 
 def test_ordinals_are_javas_declaration_order() -> None:

@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from common.inflate import InflateError, inflate_bounded
+from pocketmq.common.inflate import InflateError, inflate_bounded
 
 
 def test_inflates_up_to_the_bound() -> None:

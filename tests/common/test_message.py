@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.message import (
+from pocketmq.common.message import (
     MessageConst,
     encode_properties,
     get_property,

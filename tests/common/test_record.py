@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.errors import RecordFormatError
-from common.message import encode_properties, java_string_hash
-from common.record import (
+from pocketmq.common.errors import RecordFormatError
+from pocketmq.common.message import encode_properties, java_string_hash
+from pocketmq.common.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     Blank,
@@ -36,8 +36,8 @@ from common.record import (
     record_size,
     store_timestamp_offset,
 )
-from common.record_encoder import encode_blank_into, encode_record
-from common.sysflag import MessageSysFlag
+from pocketmq.common.record_encoder import encode_blank_into, encode_record
+from pocketmq.common.sysflag import MessageSysFlag
 
 BODY = b"Hello RocketMQ"
 TOPIC = b"TopicTest"

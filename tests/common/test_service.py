@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from common.service import PeriodicService, Service, on_demand, periodic
+from pocketmq.common.service import PeriodicService, Service, on_demand, periodic
 from tests.helpers import eventually
 
 

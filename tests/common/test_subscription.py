@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from common.errors import FieldFormatError
-from common.message import java_string_hash
-from common.subscription import SubscriptionData, build_subscription_data, is_sub_all, parse_tags
+from pocketmq.common.errors import FieldFormatError
+from pocketmq.common.message import java_string_hash
+from pocketmq.common.subscription import SubscriptionData, build_subscription_data, is_sub_all, parse_tags
 
 
 def test_parse_tags() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.sysflag import MessageSysFlag, PullSysFlag, pull_sys_flag
+from pocketmq.common.sysflag import MessageSysFlag, PullSysFlag, pull_sys_flag
 
 
 def test_pull_sys_flag() -> None:

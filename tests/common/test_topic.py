@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.topic import (
+from pocketmq.common.topic import (
     NOT_ALLOWED_SEND_TOPIC_SET,
     dlq_topic,
     is_dlq_topic,

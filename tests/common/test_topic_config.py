@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from common.errors import FieldFormatError
-from common.topic_config import DataVersion, PermName, TopicConfig, TopicFilterType
+from pocketmq.common.errors import FieldFormatError
+from pocketmq.common.topic_config import DataVersion, PermName, TopicConfig, TopicFilterType
 
 
 def test_json_form_is_byte_exact() -> None:

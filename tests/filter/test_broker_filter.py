@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-import broker.filter as broker_filter
-from broker.controller import BrokerController
-from common.record import decode_records
-from namesrv.controller import NamesrvController
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+import pocketmq.broker.filter as broker_filter
+from pocketmq.broker.controller import BrokerController
+from pocketmq.common.record import decode_records
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from tests.cluster import start_broker
 from tests.helpers import eventually
 
@@ -191,7 +191,7 @@ async def test_property_filter_disabled(tmp_path: Path, namesrv: NamesrvControll
 
 
 def test_filter_cache_is_bounded_and_caches_failures() -> None:
-    from common.subscription import SubscriptionData
+    from pocketmq.common.subscription import SubscriptionData
 
     manager = broker_filter.ConsumerFilterManager(max_entries=3)
     for version in range(5):

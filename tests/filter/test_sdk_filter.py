@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from client import Message, MessageSelector, Producer, PullConsumer, PullStatus, PushConsumer
-from client.consumer.subscription import SubscriptionParseError
-from remoting.codes import ResponseCode
-from remoting.errors import ResponseError
+from pocketmq.client import Message, MessageSelector, Producer, PullConsumer, PullStatus, PushConsumer
+from pocketmq.client.consumer.subscription import SubscriptionParseError
+from pocketmq.remoting.codes import ResponseCode
+from pocketmq.remoting.errors import ResponseError
 from tests.client.consumer.consumer_support import (
     FAST,
     Cluster,

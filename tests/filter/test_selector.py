@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.filter import (
+from pocketmq.common.filter import (
     FilterError,
     FilterEvaluationError,
     FilterSyntaxError,

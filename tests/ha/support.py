@@ -9,8 +9,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from ha import HAClient, HAConfig, HAService
-from store import BrokerRole, MessageStore, StoreConfig
+from pocketmq.ha import HAClient, HAConfig, HAService
+from pocketmq.store import BrokerRole, MessageStore, StoreConfig
 from tests.helpers import eventually
 from tests.store.support import msg
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ha.connection import HAConnection
-from ha.wire import TransferDecoder, encode_offset_report
+from pocketmq.ha.connection import HAConnection
+from pocketmq.ha.wire import TransferDecoder, encode_offset_report
 from tests.ha.support import FakeTransport, ha_config
 from tests.helpers import eventually
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from chaos.control import drop_unflushed
-from store import MessageStore
-from store.checkpoint import StoreCheckpoint
+from pocketmq.chaos.control import drop_unflushed
+from pocketmq.store import MessageStore
+from pocketmq.store.checkpoint import StoreCheckpoint
 from tests.ha.support import (
     CL_FILE,
     Cluster,

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from ha import GroupTransferService, HAConfig
-from ha.config import parse_address
-from store import PutMessageStatus
+from pocketmq.ha import GroupTransferService, HAConfig
+from pocketmq.ha.config import parse_address
+from pocketmq.store import PutMessageStatus
 
 OK = PutMessageStatus.PUT_OK
 TIMEOUT = PutMessageStatus.FLUSH_SLAVE_TIMEOUT

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-import ha.client as ha_client
-from ha import HAClient, HAService
-from ha.connection import HAConnection
-from ha.wire import TransferDecoder, encode_offset_report, encode_transfer_header
-from store import MessageStore, PutMessageStatus
+import pocketmq.ha.client as ha_client
+from pocketmq.ha import HAClient, HAService
+from pocketmq.ha.connection import HAConnection
+from pocketmq.ha.wire import TransferDecoder, encode_offset_report, encode_transfer_header
+from pocketmq.store import MessageStore, PutMessageStatus
 from tests.ha.support import CL_FILE, Cluster, FakeTransport, append_messages, commit_log_files
 from tests.helpers import eventually
 from tests.store.support import msg

@@ -149,7 +149,7 @@ async def test_address_provider_is_asked_before_connecting(cluster: Cluster) -> 
         asked.append(1)
         return f"127.0.0.1:{service.port}"
 
-    from ha import HAClient
+    from pocketmq.ha import HAClient
     from tests.ha.support import ha_config
 
     client = HAClient(slave, ha_config(), master_address=provider)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from store import MessageStore
-from store import mapped_file as mapped_file_module
+from pocketmq.store import MessageStore
+from pocketmq.store import mapped_file as mapped_file_module
 from tests.ha.support import Cluster, append_messages, assert_commit_logs_identical, assert_queues_serve_the_same
 from tests.helpers import eventually
 

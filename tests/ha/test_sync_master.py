@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from common.batch import BatchEntry, encode_batch_body
-from store import FlushDiskType, MessageExtBatch, MessageStore, PutMessageResult, PutMessageStatus
+from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.store import FlushDiskType, MessageExtBatch, MessageStore, PutMessageResult, PutMessageStatus
 from tests.ha.support import Cluster, append_messages
 from tests.helpers import eventually
 from tests.store.support import msg

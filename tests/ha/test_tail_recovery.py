@@ -1,7 +1,7 @@
 """A master that lost its unflushed commit-log tail (power loss with ASYNC_FLUSH) takes it back from its slave
-before it takes any write (:mod:`broker.tail_recovery`): with SYNC_MASTER nothing acknowledged is lost. Without
+before it takes any write (:mod:`pocketmq.broker.tail_recovery`): with SYNC_MASTER nothing acknowledged is lost. Without
 a slave it starts at once; with a slave that does not answer it starts after ``haTailRecoveryTimeoutMs`` and the
-slave is cut back to it as before (:mod:`ha.client`). GET_COMMIT_LOG_TAIL answers clear errors.
+slave is cut back to it as before (:mod:`pocketmq.ha.client`). GET_COMMIT_LOG_TAIL answers clear errors.
 
 Real brokers and a name server in the test's loop, on 127.0.0.1 port 0, real files; the power loss is the one
 of ``tests/ha/test_diverged_slave.py`` (the checkpoint says what was flushed, ``chaos.control.drop_unflushed``
@@ -17,17 +17,23 @@ from typing import Any
 
 import pytest
 
-from broker.config import BrokerRole
-from broker.controller import BrokerController
-from broker.tail_recovery import CommitLogTailRequestHeader, SlaveRefused, TailRecovery, TailResult, complete_records
-from common.record import decode_records
-from namesrv.controller import NamesrvController
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.connection import Connection
-from remoting.headers import SendMessageResponseHeader
-from store.message_store import MessageStore
+from pocketmq.broker.config import BrokerRole
+from pocketmq.broker.controller import BrokerController
+from pocketmq.broker.tail_recovery import (
+    CommitLogTailRequestHeader,
+    SlaveRefused,
+    TailRecovery,
+    TailResult,
+    complete_records,
+)
+from pocketmq.common.record import decode_records
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import Connection
+from pocketmq.remoting.headers import SendMessageResponseHeader
+from pocketmq.store.message_store import MessageStore
 from tests.broker.test_consume import pull_request, send
 from tests.broker.test_rewind_guard import _power_loss
 from tests.cluster import start_broker

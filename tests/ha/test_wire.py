@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from ha.errors import (
+from pocketmq.ha.errors import (
     InvalidOffsetReportError,
     MalformedTransferError,
     ReadBufferFullError,
     TransferGapError,
     TransferTooLargeError,
 )
-from ha.wire import (
+from pocketmq.ha.wire import (
     OffsetReportDecoder,
     Transfer,
     TransferDecoder,

@@ -1,4 +1,4 @@
-"""A small commit-log span and index file for checking :mod:`store.dispatch_kernel` byte for byte: records
+"""A small commit-log span and index file for checking :mod:`pocketmq.store.dispatch_kernel` byte for byte: records
 whose properties cover every case the walk meets (UNIQ_KEY and KEYS, repeated items, empty keys and runs of
 spaces, non-ASCII keys and topics, IPv6 hosts, rolled-back transaction halves, more keys than a record may
 index), written into a tiny index file (few slots: long chains and collisions). Used by
@@ -12,11 +12,11 @@ import hashlib
 import os
 from collections.abc import Callable
 
-from common.record_encoder import encode_record
-from common.sysflag import MessageSysFlag
-from store.dispatch_kernel import Walk, index_span
-from store.index.file import IndexFile, file_size
-from store.mapped_file import MappedFile
+from pocketmq.common.record_encoder import encode_record
+from pocketmq.common.sysflag import MessageSysFlag
+from pocketmq.store.dispatch_kernel import Walk, index_span
+from pocketmq.store.index.file import IndexFile, file_size
+from pocketmq.store.mapped_file import MappedFile
 
 SLOTS = 7
 ENTRIES = 64

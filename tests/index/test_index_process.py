@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from client import Message, Producer
+from pocketmq.client import Message, Producer
 from tests.helpers import eventually
 from tests.procs import start_broker, start_namesrv
 

@@ -7,10 +7,10 @@ import struct
 import time
 from pathlib import Path
 
-from common.message import java_string_hash
-from store import MessageStore
-from store.checkpoint import StoreCheckpoint
-from store.index.file import key_hash
+from pocketmq.common.message import java_string_hash
+from pocketmq.store import MessageStore
+from pocketmq.store.checkpoint import StoreCheckpoint
+from pocketmq.store.index.file import key_hash
 from tests.helpers import eventually
 from tests.store.support import msg, names_in, small_config
 from tests.store.test_retention import age, this_hour
@@ -27,7 +27,7 @@ def _keys_found(store: MessageStore, topic: str, key: str, max_num: int = 64) ->
 
 
 def _independent_entries(path: Path, slots: int) -> list[tuple[int, int, int, int]]:
-    """Read an index file as RocketMQ's reader does, with nothing from store.index."""
+    """Read an index file as RocketMQ's reader does, with nothing from pocketmq.store.index."""
     data = path.read_bytes()
     header = struct.unpack_from(">qqqqii", data, 0)
     count = header[5]

@@ -1,4 +1,4 @@
-"""The index walk's kernel (:mod:`store.dispatch_kernel`): the walk of the running build (typed when compiled)
+"""The index walk's kernel (:mod:`pocketmq.store.dispatch_kernel`): the walk of the running build (typed when compiled)
 writes the same index bytes and stops at the same place as the plain walk, key by key."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import RecordFormatError
-from common.record import BLANK_MAGIC_CODE, SIZE_AND_MAGIC, locate_record
-from common.record_encoder import encode_record
-from store import dispatch_kernel as kernel
-from store.dispatch_kernel import Walk, index_span, key_hashes, topic_seed
-from store.index.file import IndexFile, file_size
-from store.mapped_file import MappedFile
+from pocketmq.common.errors import RecordFormatError
+from pocketmq.common.record import BLANK_MAGIC_CODE, SIZE_AND_MAGIC, locate_record
+from pocketmq.common.record_encoder import encode_record
+from pocketmq.store import dispatch_kernel as kernel
+from pocketmq.store.dispatch_kernel import Walk, index_span, key_hashes, topic_seed
+from pocketmq.store.index.file import IndexFile, file_size
+from pocketmq.store.mapped_file import MappedFile
 from tests.index.kernel_sample import SLOTS, index_digest, records
 
 
@@ -99,7 +99,7 @@ def test_damage_stops_the_walk_at_the_damaged_record(span: Callable[..., None]) 
 
 def test_key_hashes_of_raw_properties() -> None:
     seed = topic_seed(b"TopicA")
-    from store.index.file import key_hash
+    from pocketmq.store.index.file import key_hash
 
     assert key_hashes("TopicA", seed, "KEYS\x01caf\u00e9  k".encode(), 5) == [key_hash("TopicA#caf\u00e9"),
                                                                                key_hash("TopicA#k")]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller import BrokerController
-from client import Message, Producer
-from namesrv.controller import NamesrvController
-from store.config import BrokerRole
+from pocketmq.broker.controller import BrokerController
+from pocketmq.client import Message, Producer
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.store.config import BrokerRole
 from tests.cluster import start_broker
 from tests.helpers import eventually
 

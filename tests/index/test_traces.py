@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from admin import cli
-from broker.controller import BrokerController
-from client import ConsumeResult, Message, Producer, PushConsumer
-from client.core.message_ext import MessageExt
-from client.core.query import QueryError
-from client.trace import TraceContext, TraceDispatcher, TraceType
-from namesrv.controller import NamesrvController
+from pocketmq.admin import cli
+from pocketmq.broker.controller import BrokerController
+from pocketmq.client import ConsumeResult, Message, Producer, PushConsumer
+from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.client.core.query import QueryError
+from pocketmq.client.trace import TraceContext, TraceDispatcher, TraceType
+from pocketmq.namesrv.controller import NamesrvController
 from tests.helpers import eventually
 
 FAR = (1 << 63) - 1
@@ -24,7 +24,7 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
 
 def independent_decode(body: bytes) -> list[dict[str, Any]]:
-    """RocketMQ 4.9's trace text, decoded without client.trace."""
+    """RocketMQ 4.9's trace text, decoded without pocketmq.client.trace."""
     out: list[dict[str, Any]] = []
     for item in body.decode().split("\x02"):
         if not item:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from client import ConsumeFromWhere, ConsumeResult, Message, MessageExt
-from client.sync import Producer, PushConsumer
+from pocketmq.client import ConsumeFromWhere, ConsumeResult, Message, MessageExt
+from pocketmq.client.blocking import Producer, PushConsumer
 from tests.helpers import wait_until
 from tests.procs import Proc, start_broker, start_namesrv
 

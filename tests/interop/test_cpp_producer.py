@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from common.message import parse_properties
-from common.record import decode_records
-from store.config import StoreConfig
-from store.message_store import MessageStore
+from pocketmq.common.message import parse_properties
+from pocketmq.common.record import decode_records
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.message_store import MessageStore
 from tests.procs import TEST_COMMIT_LOG_FILE_SIZE, Proc, start_broker, start_namesrv
 
 rocketmq = pytest.importorskip("rocketmq.client", reason="rocketmq==0.4.4 ships a Linux x86_64 wheel only")

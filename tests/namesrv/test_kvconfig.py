@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.kvconfig import KVConfigError, KVConfigFullError, KVConfigManager
-from remoting.errors import InvalidHeaderError
+from pocketmq.namesrv.kvconfig import KVConfigError, KVConfigFullError, KVConfigManager
+from pocketmq.remoting.errors import InvalidHeaderError
 
 NS = "ORDER_TOPIC_CONFIG"
 

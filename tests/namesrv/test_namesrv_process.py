@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from remoting.frame import FrameDecoder
+from pocketmq.remoting.frame import FrameDecoder
 from tests.procs import Proc, start_namesrv
 
 
@@ -100,10 +100,10 @@ def test_stops_cleanly_on_signal(tmp_path: Path, sig: int) -> None:
 def test_print_config_and_unknown_key(tmp_path: Path) -> None:
     conf = tmp_path / "ns.properties"
     conf.write_text("listenPort=19876\nscanNotActiveBrokerInterval=5000\n")
-    out = subprocess.run([sys.executable, "-m", "namesrv.main", "-c", str(conf), "--print-config"],
+    out = subprocess.run([sys.executable, "-m", "pocketmq.namesrv.main", "-c", str(conf), "--print-config"],
                          capture_output=True, text=True, timeout=30, check=True)
     assert "listenPort=19876" in out.stdout and "scanNotActiveBrokerInterval=5000" in out.stdout
     conf.write_text("listenPrt=1\n")
-    bad = subprocess.run([sys.executable, "-m", "namesrv.main", "-c", str(conf)],
+    bad = subprocess.run([sys.executable, "-m", "pocketmq.namesrv.main", "-c", str(conf)],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "unknown config key 'listenPrt'" in bad.stderr

@@ -10,14 +10,14 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from common.topic_config import DataVersion, TopicConfig
-from namesrv.config import NamesrvConfig
-from namesrv.controller import NamesrvController
-from remoting import route as rd
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode, SerializeType
-from remoting.command import RemotingCommand
-from remoting.headers import (
+from pocketmq.common.topic_config import DataVersion, TopicConfig
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting import route as rd
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import (
     GetRouteInfoRequestHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from broker.controller import BrokerController
-from client import Producer
-from namesrv.config import NamesrvConfig
-from namesrv.controller import NamesrvController
-from remoting.route import TopicRouteData
+from pocketmq.broker.controller import BrokerController
+from pocketmq.client import Producer
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.route import TopicRouteData
 from tests.client.producer.producer_support import ScriptedBroker
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually

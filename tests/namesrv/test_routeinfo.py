@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from common.topic_config import DataVersion, TopicConfig
-from namesrv.routeinfo import BrokerLiveInfo, RegisterBrokerResult, RouteInfoManager
-from remoting.errors import InvalidHeaderError
-from remoting.route import BrokerData, ClusterInfo, QueueData, TopicConfigSerializeWrapper, TopicRouteData
+from pocketmq.common.topic_config import DataVersion, TopicConfig
+from pocketmq.namesrv.routeinfo import BrokerLiveInfo, RegisterBrokerResult, RouteInfoManager
+from pocketmq.remoting.errors import InvalidHeaderError
+from pocketmq.remoting.route import BrokerData, ClusterInfo, QueueData, TopicConfigSerializeWrapper, TopicRouteData
 
 CLUSTER = "DefaultCluster"
 A_MASTER, A_SLAVE = "10.0.0.1:10911", "10.0.0.2:10911"

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from admin import cli
-from admin.cluster import LocalCluster, cluster_status
-from common.record import decode_records
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
-from remoting.headers import PullMessageRequestHeader
+from pocketmq.admin import cli
+from pocketmq.admin.cluster import LocalCluster, cluster_status
+from pocketmq.common.record import decode_records
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import PullMessageRequestHeader
 from tests.helpers import eventually
 from tests.procs import TEST_STORE_PROPERTIES, Proc, wait_exit
 
@@ -30,7 +30,7 @@ SENT = 12
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Proc, Path]]:
     base = tmp_path_factory.mktemp("cluster")
-    proc = Proc([sys.executable, "-m", "admin.cluster", "up", "--preset", "2m-2s-sync", "--namesrv", "2",
+    proc = Proc([sys.executable, "-m", "pocketmq.admin.cluster", "up", "--preset", "2m-2s-sync", "--namesrv", "2",
                  "--base-dir", str(base), "--ephemeral-ports", "--log-format", "json",
                  *(f"--set={key}={value}" for key, value in TEST_STORE_PROPERTIES.items())], "CLUSTER READY")
     try:

@@ -1,6 +1,6 @@
 """Fault drills on a real cluster: SIGKILL and SIGSTOP of a master, of a slave and of one name server.
 
-Every test starts its own :class:`admin.cluster.LocalCluster` (two name servers; ``2m-2s-sync`` for the broker
+Every test starts its own :class:`pocketmq.admin.cluster.LocalCluster` (two name servers; ``2m-2s-sync`` for the broker
 faults, ``2m-noslave`` for the name-server faults), all processes on 127.0.0.1 with free ports, and kills every
 one of them by PID when it ends. The periods that decide how fast a fault is noticed are shortened so that a
 drill takes seconds, not minutes; the rules are RocketMQ's:
@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admin.api import AdminClient, AdminError
-from admin.cluster import LocalCluster
-from client import Message, MessageQueue, Producer, PullConsumer, PullStatus, SendResult, SendStatus
-from client.core.errors import SendFailedError
-from common.record import decode_records
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.headers import PullMessageRequestHeader
+from pocketmq.admin.api import AdminClient, AdminError
+from pocketmq.admin.cluster import LocalCluster
+from pocketmq.client import Message, MessageQueue, Producer, PullConsumer, PullStatus, SendResult, SendStatus
+from pocketmq.client.core.errors import SendFailedError
+from pocketmq.common.record import decode_records
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import PullMessageRequestHeader
 from tests.helpers import eventually
 from tests.procs import TEST_STORE_PROPERTIES
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from admin import cli
+from pocketmq.admin import cli
 from tests.procs import Proc, start_broker, start_namesrv
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from admin.api import AdminClient, AdminError
-from client import Message, MessageQueue, Producer, SendStatus
+from pocketmq.admin.api import AdminClient, AdminError
+from pocketmq.client import Message, MessageQueue, Producer, SendStatus
 from tests.helpers import eventually
 from tests.procs import Proc, start_broker
 
@@ -122,14 +122,14 @@ def netns_pair() -> Iterator[Netns]:
 def start_namesrv_on(host: str, tmp: Path, name: str) -> Proc:
     conf = tmp / f"{name}.properties"
     conf.write_text(NAMESRV_PROPS)
-    proc = Proc([sys.executable, "-m", "namesrv.main", "--listen", host, "--port", "0", "-c", str(conf),
+    proc = Proc([sys.executable, "-m", "pocketmq.namesrv.main", "--listen", host, "--port", "0", "-c", str(conf),
                  "--kv-config-path", str(tmp / name / "kvConfig.json"), "--log-format", "json"], "NAMESRV READY")
     proc.wait_ready()
     return proc
 
 
 def start_broker_in(net: Netns, namesrv: str, tmp: Path, conf: Path) -> Proc:
-    proc = Proc([net.ip, "netns", "exec", net.name, sys.executable, "-m", "broker.main", "-n", namesrv,
+    proc = Proc([net.ip, "netns", "exec", net.name, sys.executable, "-m", "pocketmq.broker.main", "-n", namesrv,
                  "--listen-host", net.ns_addr, "--listen-port", "0", "--broker-ip", net.ns_addr,
                  "--broker-name", "broker-p", "--store-dir", str(tmp / "broker-p"), "-c", str(conf),
                  "--log-format", "json"], "BROKER READY")

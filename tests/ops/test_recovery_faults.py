@@ -14,8 +14,8 @@ import signal
 import time
 from pathlib import Path
 
-from admin.cluster import LocalCluster
-from client import Producer, SendStatus
+from pocketmq.admin.cluster import LocalCluster
+from pocketmq.client import Producer, SendStatus
 from tests.helpers import eventually
 from tests.ops.test_faults import BROKER_PROPS, NAMESRV_PROPS, STORED, Stream, create_topic, running_cluster, timed_send
 

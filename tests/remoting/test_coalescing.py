@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from remoting.command import RemotingCommand
-from remoting.connection import Connection
-from remoting.frame import FrameDecoder, encode_frame
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import Connection
+from pocketmq.remoting.frame import FrameDecoder, encode_frame
 
 CODE = 77
 

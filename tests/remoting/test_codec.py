@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remoting.codes import LanguageCode, SerializeType
-from remoting.command import RemotingCommand
-from remoting.errors import ProtocolError
-from remoting.frame import FrameDecoder, encode_frame
+from pocketmq.remoting.codes import LanguageCode, SerializeType
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import ProtocolError
+from pocketmq.remoting.frame import FrameDecoder, encode_frame
 
 JAVA_HEADER = (
     b'{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA","opaque":7,'

@@ -7,10 +7,10 @@ import enum
 
 import pytest
 
-from common.config import ConfigError, format_config, load_config, parse_properties
-from remoting.command import RemotingCommand
-from remoting.errors import InvalidHeaderError
-from remoting.headers import CommandHeader, GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, wire
+from pocketmq.common.config import ConfigError, format_config, load_config, parse_properties
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import InvalidHeaderError
+from pocketmq.remoting.headers import CommandHeader, GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, wire
 
 
 class Role(enum.Enum):

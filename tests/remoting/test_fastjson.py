@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remoting import fastjson
-from remoting.fastjson import FastJsonDecodeError, dumps, loads
+from pocketmq.remoting import fastjson
+from pocketmq.remoting.fastjson import FastJsonDecodeError, dumps, loads
 
 # -- dumps -----------------------------------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
-"""``remoting.fastjson``: MessageQueue-keyed maps, byte for byte, and refusals of bad input."""
+"""``pocketmq.remoting.fastjson``: MessageQueue-keyed maps, byte for byte, and refusals of bad input."""
 
 from __future__ import annotations
 
 import pytest
 
-from remoting import fastjson
-from remoting.fastjson import FastJsonDecodeError, MQKey
+from pocketmq.remoting import fastjson
+from pocketmq.remoting.fastjson import FastJsonDecodeError, MQKey
 
 # What a RocketMQ 4.9 broker answers to GET_TOPIC_STATS_INFO (apache/rocketmq#3389), trimmed to one queue.
 JAVA_TOPIC_STATS = (b'{"offsetTable":{{"brokerName":"rocketmq-broker-a","queueId":2,"topic":"test"}:'

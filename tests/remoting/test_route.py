@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.topic_config import DataVersion, TopicConfig
-from remoting import route as rd
-from remoting.codes import SerializeType
-from remoting.route import (
+from pocketmq.common.topic_config import DataVersion, TopicConfig
+from pocketmq.remoting import route as rd
+from pocketmq.remoting.codes import SerializeType
+from pocketmq.remoting.route import (
     BodyDecodeError,
     BrokerData,
     ClusterInfo,

@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from remoting.client import RemotingClient
-from remoting.codes import ResponseCode, SerializeType
-from remoting.command import RemotingCommand
-from remoting.connection import Connection
-from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingTimeoutError
-from remoting.frame import FrameDecoder, encode_frame
-from remoting.server import RemotingServer, ServerConfig
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import ResponseCode, SerializeType
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import Connection
+from pocketmq.remoting.errors import RemotingClosedError, RemotingConnectError, RemotingTimeoutError
+from pocketmq.remoting.frame import FrameDecoder, encode_frame
+from pocketmq.remoting.server import RemotingServer, ServerConfig
 from tests.helpers import eventually
 
 ECHO, SLOW, FAIL, BLOCK = 1, 2, 3, 4

@@ -1,5 +1,5 @@
 """Helpers of the analytics tests: commit-log records packed by hand from the reference's table (§4.1),
-small stores written through the real :class:`store.MessageStore`, and ways to damage them."""
+small stores written through the real :class:`pocketmq.store.MessageStore`, and ways to damage them."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.message import encode_properties
-from common.record import Blank, MessageRecord, decode_record, encode_host
-from store import MessageExtBrokerInner, MessageStore, StoreConfig
+from pocketmq.common.message import encode_properties
+from pocketmq.common.record import Blank, MessageRecord, decode_record, encode_host
+from pocketmq.store import MessageExtBrokerInner, MessageStore, StoreConfig
 from tests.client.pull_records import Record
 
 BLANK = 0xCBD43194

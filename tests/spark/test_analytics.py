@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from admin.export import BrokerIdentity, export_commit_log, export_main
-from client import Message, Producer
-from spark_jobs import analytics
-from spark_jobs.analytics import ExportMeta
-from spark_jobs.manifest import load_manifest
-from spark_jobs.records import spark_ddl
-from spark_jobs.source import read_exports
-from store.config import BrokerRole
+from pocketmq.admin.export import BrokerIdentity, export_commit_log, export_main
+from pocketmq.client import Message, Producer
+from pocketmq.spark_jobs import analytics
+from pocketmq.spark_jobs.analytics import ExportMeta
+from pocketmq.spark_jobs.manifest import load_manifest
+from pocketmq.spark_jobs.records import spark_ddl
+from pocketmq.spark_jobs.source import read_exports
+from pocketmq.store.config import BrokerRole
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
 from tests.spark.support import blank_out_from, data_files, make_store, patch, records_of

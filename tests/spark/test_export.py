@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from admin.export import BrokerIdentity, export_commit_log, export_main, verify_main
-from client import Message, Producer
-from spark_jobs.manifest import ExportError, load_manifest, resolve_input, verify_export
-from store import MessageStore
-from store.checkpoint import StoreCheckpoint
+from pocketmq.admin.export import BrokerIdentity, export_commit_log, export_main, verify_main
+from pocketmq.client import Message, Producer
+from pocketmq.spark_jobs.manifest import ExportError, load_manifest, resolve_input, verify_export
+from pocketmq.store import MessageStore
+from pocketmq.store.checkpoint import StoreCheckpoint
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
 from tests.spark.support import (

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from admin.export import BrokerIdentity, export_commit_log
-from benchmarks.spark_bench import write_synthetic_store
-from spark_jobs.job import explain_failure, main, run_job
-from spark_jobs.manifest import ExportError, load_manifest
+from pocketmq.admin.export import BrokerIdentity, export_commit_log
+from pocketmq.bench.spark_bench import write_synthetic_store
+from pocketmq.spark_jobs.job import explain_failure, main, run_job
+from pocketmq.spark_jobs.manifest import ExportError, load_manifest
 from tests.spark.support import data_files, patch, records_of
 
 ANALYSES = ("by_topic", "by_queue", "by_minute", "store_latency", "latency_histogram", "top_tags", "top_keys",
@@ -89,8 +89,8 @@ def test_spark_task_failures_are_worded_by_the_export_error() -> None:
 
 
 def test_local_master_helpers_and_data_source_options() -> None:
-    from spark_jobs.session import is_local_master, local_cores
-    from spark_jobs.source import paths_option, read_options
+    from pocketmq.spark_jobs.session import is_local_master, local_cores
+    from pocketmq.spark_jobs.source import paths_option, read_options
 
     assert [local_cores(m) for m in ("local", "local[3]", "local[2,4]")] == [1, 3, 2]
     assert is_local_master(None) and is_local_master("local[*]") and not is_local_master("spark://h:7077")

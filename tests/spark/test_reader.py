@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from admin.export import BrokerIdentity, export_commit_log
-from client import Message, Producer, SendResult
-from common.record import decode_message_id
-from spark_jobs.manifest import load_manifest
-from spark_jobs.source import FORMAT_NAME, read_exports
+from pocketmq.admin.export import BrokerIdentity, export_commit_log
+from pocketmq.client import Message, Producer, SendResult
+from pocketmq.common.record import decode_message_id
+from pocketmq.spark_jobs.manifest import load_manifest
+from pocketmq.spark_jobs.source import FORMAT_NAME, read_exports
 from tests.cluster import start_broker, start_namesrv
 from tests.spark.support import HandRecord, patch, records_of, write_hand_commit_log
 

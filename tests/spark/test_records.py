@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import RecordFormatError
-from common.message import parse_properties
-from common.record import MessageRecord, decode_record, encode_host
-from common.record_encoder import encode_record
-from spark_jobs.manifest import ExportError
-from spark_jobs.records import (
+from pocketmq.common.errors import RecordFormatError
+from pocketmq.common.message import parse_properties
+from pocketmq.common.record import MessageRecord, decode_record, encode_host
+from pocketmq.common.record_encoder import encode_record
+from pocketmq.spark_jobs.manifest import ExportError
+from pocketmq.spark_jobs.records import (
     FileRange,
     ReadOptions,
     _decode_all,

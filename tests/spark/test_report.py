@@ -6,8 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from spark_jobs import charts
-from spark_jobs.report import ReportData, render
+from pocketmq.spark_jobs import charts
+from pocketmq.spark_jobs.report import ReportData, render
 
 T0 = 1_714_557_600_000  # 2024-05-01T10:00:00Z
 

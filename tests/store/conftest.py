@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from store import MessageStore
+from pocketmq.store import MessageStore
 from tests.store.support import small_config
 
 

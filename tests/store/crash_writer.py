@@ -15,8 +15,8 @@ import sys
 
 import structlog
 
-from common.batch import BatchEntry, encode_batch_body
-from store import FlushDiskType, MessageExtBatch, MessageStore
+from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.store import FlushDiskType, MessageExtBatch, MessageStore
 from tests.store.support import msg, small_config
 
 WRITERS = 8

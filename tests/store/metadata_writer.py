@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from store.metadata import ConsumerOffsetTable
+from pocketmq.store.metadata import ConsumerOffsetTable
 
 
 def main(path: str) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from common.message import encode_properties
-from common.record import MessageRecord, decode_record
-from common.sysflag import MessageSysFlag
-from store import MessageExtBrokerInner, MessageStore, StoreConfig
-from store.consume_queue import BLANK_UNIT_SIZE
+from pocketmq.common.message import encode_properties
+from pocketmq.common.record import MessageRecord, decode_record
+from pocketmq.common.sysflag import MessageSysFlag
+from pocketmq.store import MessageExtBrokerInner, MessageStore, StoreConfig
+from pocketmq.store.consume_queue import BLANK_UNIT_SIZE
 
 CL_FILE = 64 * 1024
 CQ_FILE = 20 * 64

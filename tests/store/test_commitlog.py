@@ -7,13 +7,13 @@ import random
 import struct
 from pathlib import Path
 
-from common.batch import BatchEntry, encode_batch_body
-from common.message import java_string_hash
-from common.record import BLANK_MAGIC_CODE, MessageRecord, decode_record, encode_host
-from common.record_encoder import encode_record
-from common.sysflag import MessageSysFlag
-from store import GetMessageStatus, MessageExtBatch, MessageStore, PutMessageStatus
-from store.consume_queue import CQ_UNIT
+from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.common.message import java_string_hash
+from pocketmq.common.record import BLANK_MAGIC_CODE, MessageRecord, decode_record, encode_host
+from pocketmq.common.record_encoder import encode_record
+from pocketmq.common.sysflag import MessageSysFlag
+from pocketmq.store import GetMessageStatus, MessageExtBatch, MessageStore, PutMessageStatus
+from pocketmq.store.consume_queue import CQ_UNIT
 from tests.helpers import eventually
 from tests.store.support import CL_FILE, check_consistency, exists, msg, record_at, small_config
 

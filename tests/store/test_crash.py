@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from store import FlushDiskType, MessageStore
-from store.mapped_file import file_name_for
+from pocketmq.store import FlushDiskType, MessageStore
+from pocketmq.store.mapped_file import file_name_for
 from tests.store.support import CL_FILE, CQ_FILE, check_consistency, msg, record_at, small_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from store import MessageStore
-from store.consume_queue import UNIT_SIZE
+from pocketmq.store import MessageStore
+from pocketmq.store.consume_queue import UNIT_SIZE
 from tests.store.support import msg, small_config
 
 METADATA_SLACK = 64 * 1024

@@ -3,13 +3,13 @@ answers, the answer is :func:`common.record.check_record`'s (no CRC); what it do
 
 from __future__ import annotations
 
-from common import compiled
-from common.record import DispatchRequest, check_record
-from common.record_encoder import encode_record
-from common.sysflag import MessageSysFlag
-from common.topic import RMQ_SYS_SCHEDULE_TOPIC
-from store import dispatch_kernel
-from store.dispatch_kernel import dispatch_requests
+from pocketmq.common import compiled
+from pocketmq.common.record import DispatchRequest, check_record
+from pocketmq.common.record_encoder import encode_record
+from pocketmq.common.sysflag import MessageSysFlag
+from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC
+from pocketmq.store import dispatch_kernel
+from pocketmq.store.dispatch_kernel import dispatch_requests
 
 _CASES = (
     ("TopicA", "TAGS\x01tagA\x02KEYS\x01k"),

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import store.flush
-import store.mapped_file
-from store import FlushDiskType, MessageStore, PutMessageStatus
-from store.checkpoint import StoreCheckpoint
-from store.flush import PagedFlushService
-from store.mapped_file import MappedFile
+import pocketmq.store.flush
+import pocketmq.store.mapped_file
+from pocketmq.store import FlushDiskType, MessageStore, PutMessageStatus
+from pocketmq.store.checkpoint import StoreCheckpoint
+from pocketmq.store.flush import PagedFlushService
+from pocketmq.store.mapped_file import MappedFile
 from tests.helpers import eventually
 from tests.store.support import msg, small_config
 
@@ -30,7 +30,7 @@ class FlushSpy:
         self.threads: set[int] = set()
         self.gate = threading.Event()
         self.gate.set()
-        self._real = store.mapped_file.run_flush_plan
+        self._real = pocketmq.store.mapped_file.run_flush_plan
 
     def __call__(self, plan: list[tuple[MappedFile, int]]) -> None:
         self.threads.add(threading.get_ident())
@@ -42,7 +42,7 @@ class FlushSpy:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> FlushSpy:
     flush_spy = FlushSpy()
-    monkeypatch.setattr(store.flush, "run_flush_plan", flush_spy)
+    monkeypatch.setattr(pocketmq.store.flush, "run_flush_plan", flush_spy)
     return flush_spy
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from common.message import get_property, java_string_hash
-from common.record import MessageRecord, decode_record
-from common.topic import RMQ_SYS_SCHEDULE_TOPIC
-from store import BrokerRole, GetMessageStatus, MessageStore, PutMessageStatus
+from pocketmq.common.message import get_property, java_string_hash
+from pocketmq.common.record import MessageRecord, decode_record
+from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC
+from pocketmq.store import BrokerRole, GetMessageStatus, MessageStore, PutMessageStatus
 from tests.store.support import check_consistency, msg, small_config
 
 
@@ -79,7 +79,7 @@ async def test_reads_across_consume_queue_files(store: MessageStore) -> None:
 
 
 class FakeTime:
-    """Stands in for the ``time`` module of store.commitlog: store timestamps under test control."""
+    """Stands in for the ``time`` module of pocketmq.store.commitlog: store timestamps under test control."""
 
     def __init__(self, now_ms: int) -> None:
         self.now_ms = now_ms
@@ -90,7 +90,7 @@ class FakeTime:
 
 async def test_offset_search_by_time(store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeTime(1_000_000)
-    monkeypatch.setattr("store.commitlog.time", clock)
+    monkeypatch.setattr("pocketmq.store.commitlog.time", clock)
     assert store.get_earliest_message_time("T", 0) == -1
     for i in range(200):  # stamps 1_000_000, 1_000_010, ... with every stamp used twice
         clock.now_ms = 1_000_000 + (i // 2) * 10
@@ -109,7 +109,7 @@ async def test_offset_search_by_time(store: MessageStore, monkeypatch: pytest.Mo
 
 
 async def test_delayed_message_goes_to_schedule_topic(store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("store.commitlog.time", FakeTime(5_000_000))
+    monkeypatch.setattr("pocketmq.store.commitlog.time", FakeTime(5_000_000))
     result = await store.put_message(msg(topic="Orders", queue_id=3, tags="A", props={"DELAY": "3"}))
     assert result.is_ok
     assert store.get_max_offset_in_queue("Orders", 3) == 0

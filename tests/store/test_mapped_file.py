@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from store.errors import StoreError
-from store.mapped_file import (
+from pocketmq.store.errors import StoreError
+from pocketmq.store.mapped_file import (
     MappedFile,
     MappedFileAllocator,
     MappedFileQueue,

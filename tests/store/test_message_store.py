@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from common.config import parse_delay_levels
-from store import (
+from pocketmq.common.config import parse_delay_levels
+from pocketmq.store import (
     BrokerRole,
     FlushDiskType,
     GetMessageStatus,
@@ -17,8 +17,8 @@ from store import (
     StoreError,
     StoreNotRunningError,
 )
-from store.config import PROPERTY_NAMES, parse_delete_when
-from store.mapped_file import MappedFile
+from pocketmq.store.config import PROPERTY_NAMES, parse_delete_when
+from pocketmq.store.mapped_file import MappedFile
 from tests.store.support import check_consistency, exists, msg, small_config
 
 

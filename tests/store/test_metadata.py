@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from common.files import write_atomically
-from common.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
-from common.topic_config import DataVersion, TopicConfig
-from store.metadata import (
+from pocketmq.common.files import write_atomically
+from pocketmq.common.topic import AUTO_CREATE_TOPIC_KEY_TOPIC
+from pocketmq.common.topic_config import DataVersion, TopicConfig
+from pocketmq.store.metadata import (
     ConsumerOffsetTable,
     DelayOffsetTable,
     SubscriptionGroupConfig,

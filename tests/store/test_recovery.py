@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from common.batch import BatchEntry, encode_batch_body
-from store import MessageExtBatch, MessageStore, StoreConfig, StoreError
-from store.checkpoint import StoreCheckpoint
-from store.commitlog import CommitLog
-from store.consume_queue import UNIT_SIZE
-from store.mapped_file import MappedFileAllocator, file_name_for
-from store.recovery import plan_recovery
+from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.store import MessageExtBatch, MessageStore, StoreConfig, StoreError
+from pocketmq.store.checkpoint import StoreCheckpoint
+from pocketmq.store.commitlog import CommitLog
+from pocketmq.store.consume_queue import UNIT_SIZE
+from pocketmq.store.mapped_file import MappedFileAllocator, file_name_for
+from pocketmq.store.recovery import plan_recovery
 from tests.helpers import eventually
 from tests.store.support import CL_FILE, check_consistency, exists, msg, small_config, snapshot
 

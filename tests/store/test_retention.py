@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import store.retention
-from store import GetMessageStatus, MessageStore, PutMessageStatus
+import pocketmq.store.retention
+from pocketmq.store import GetMessageStatus, MessageStore, PutMessageStatus
 from tests.helpers import eventually
 from tests.store.support import CL_FILE, check_consistency, exists, msg, small_config
 
@@ -112,8 +112,8 @@ async def test_disk_pressure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
                                   disk_space_clean_forcibly_ratio=85, disk_space_warning_level_ratio=90))
     await s.start()
     usage = {"ratio": 0.5}
-    monkeypatch.setattr(store.retention, "disk_state",
-                        lambda _path: store.retention.DiskState(usage["ratio"], 1 << 40, 1 << 39))
+    monkeypatch.setattr(pocketmq.store.retention, "disk_state",
+                        lambda _path: pocketmq.store.retention.DiskState(usage["ratio"], 1 << 40, 1 << 39))
     try:
         await filled(s, 6)
         age(s, 1, hours=2)

@@ -14,11 +14,11 @@ import os
 import signal
 import sys
 
-from broker.main import main
-from broker.transaction.check import TransactionalMessageCheckService
-from broker.transaction.service import TransactionalMessageService
-from common.record import MessageRecord
-from store.results import PutMessageStatus
+from pocketmq.broker.main import main
+from pocketmq.broker.transaction.check import TransactionalMessageCheckService
+from pocketmq.broker.transaction.service import TransactionalMessageService
+from pocketmq.common.record import MessageRecord
+from pocketmq.store.results import PutMessageStatus
 
 
 def _die() -> None:

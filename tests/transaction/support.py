@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.core.message import Message
-from client.core.message_ext import MessageExt
-from client.producer.transaction import TransactionState
+from pocketmq.client.core.message import Message
+from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.client.producer.transaction import TransactionState
 
 #: Check-back after 300 ms without an outcome, scanned every 200 ms, at most 3 times.
 TX_PROPS = {"transactionTimeOut": "300", "transactionCheckInterval": "200", "transactionCheckMax": "3"}

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from admin import cli
-from client.core.message import Message
-from client.producer.transaction import TransactionProducer, TransactionState
+from pocketmq.admin import cli
+from pocketmq.client.core.message import Message
+from pocketmq.client.producer.transaction import TransactionProducer, TransactionState
 from tests.client.consumer.consumer_support import cluster, create_topic, instance_name
 from tests.helpers import eventually
 from tests.transaction.support import Ledger

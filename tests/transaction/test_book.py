@@ -3,7 +3,7 @@ op-queue progress follows the half-queue progress."""
 
 from __future__ import annotations
 
-from broker.transaction.book import TransactionBook
+from pocketmq.broker.transaction.book import TransactionBook
 
 
 def test_an_outcome_closes_the_half_and_the_latest_copy_once() -> None:

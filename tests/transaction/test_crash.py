@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from client.consumer.push import PushConsumer
-from client.core.message import Message
-from client.producer.transaction import TransactionProducer, TransactionState
-from namesrv.controller import NamesrvController
-from remoting.codes import RequestCode, ResponseCode
+from pocketmq.client.consumer.push import PushConsumer
+from pocketmq.client.core.message import Message
+from pocketmq.client.producer.transaction import TransactionProducer, TransactionState
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.codes import RequestCode, ResponseCode
 from tests.client.consumer.consumer_support import FAST, Recorder, admin, instance_name
 from tests.cluster import start_namesrv
 from tests.helpers import eventually
@@ -35,7 +35,7 @@ TOPIC = "TxCrash"
 def start_broker_proc(namesrv: str, store_dir: Path, crash_at: str | None = None) -> Proc:
     conf = store_dir.parent / "tx.properties"
     conf.write_text("".join(f"{k}={v}\n" for k, v in TX_PROPS.items()))
-    module = "tests.transaction.crash_broker" if crash_at else "broker.main"
+    module = "tests.transaction.crash_broker" if crash_at else "pocketmq.broker.main"
     args = [sys.executable, "-m", module, "-n", namesrv, "--listen-host", "127.0.0.1", "--listen-port", "0",
             "--broker-name", "broker-crash", "--store-dir", str(store_dir), "--log-format", "json",
             "-c", str(effective_config(store_dir, conf))]

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from broker.controller import BrokerController
-from client.core.message import Message
-from client.producer.transaction import TransactionProducer, TransactionState
-from common.topic import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from store.config import BrokerRole
+from pocketmq.broker.controller import BrokerController
+from pocketmq.client.core.message import Message
+from pocketmq.client.producer.transaction import TransactionProducer, TransactionState
+from pocketmq.common.topic import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.store.config import BrokerRole
 from tests.client.consumer.consumer_support import Cluster, cluster, create_topic, instance_name
 from tests.cluster import start_broker
 from tests.helpers import eventually

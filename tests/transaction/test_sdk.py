@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from client import sync
-from client.core.errors import InvalidMessageError
-from client.core.message import Message
-from client.producer.transaction import TransactionProducer, TransactionState
-from common.topic import RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
+from pocketmq.client import blocking
+from pocketmq.client.core.errors import InvalidMessageError
+from pocketmq.client.core.message import Message
+from pocketmq.client.producer.transaction import TransactionProducer, TransactionState
+from pocketmq.common.topic import RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 from tests.client.consumer.consumer_support import (
     Cluster,
     Recorder,
@@ -130,7 +130,7 @@ async def test_blocking_facade_commits_with_a_blocking_listener(tmp_path: Path) 
         ledger = Ledger(answer=lambda msg: COMMIT)
 
         def run() -> list[TransactionState]:
-            with sync.TransactionProducer("TxSyncPG", ledger, namesrv_addr=c.namesrv_addr,
+            with blocking.TransactionProducer("TxSyncPG", ledger, namesrv_addr=c.namesrv_addr,
                                           instance_name=instance_name("txs")) as producer:
                 return [producer.send_message_in_transaction(Message("TxSync", b"s1"), COMMIT).local_state,
                         producer.send_message_in_transaction(Message("TxSync", b"s2"), ROLLBACK).local_state]

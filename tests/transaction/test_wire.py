@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.controller import BrokerController
-from common.record import MessageRecord, decode_record
-from common.topic import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
+from pocketmq.broker.controller import BrokerController
+from pocketmq.common.record import MessageRecord, decode_record
+from pocketmq.common.topic import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 from tests.helpers import eventually
 from tests.transaction.raw import RawClient, decode_message_id, properties
 

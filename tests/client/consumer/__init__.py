@@ -1,1 +1,1 @@
-"""Tests of client.consumer: push and pull consumers against in-process clusters, and their pure parts."""
+"""Tests of pocketmq.client.consumer: push and pull consumers against in-process clusters, and their pure parts."""

@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.controller import BrokerController
-from client import Message, Producer
-from client.consumer.push import PushConsumer
-from client.consumer.types import ConsumeResult
-from client.core.message_ext import MessageExt
-from namesrv.controller import NamesrvController
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
+from pocketmq.broker.controller import BrokerController
+from pocketmq.client import Message, Producer
+from pocketmq.client.consumer.push import PushConsumer
+from pocketmq.client.consumer.types import ConsumeResult
+from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
 

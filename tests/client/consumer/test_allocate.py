@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.consumer.allocate import (
+from pocketmq.client.consumer.allocate import (
     ALLOCATE_STRATEGIES,
     allocate_averagely,
     allocate_averagely_by_circle,
@@ -16,7 +16,7 @@ from client.consumer.allocate import (
     sort_client_ids,
     sort_queues,
 )
-from client.core.message import MessageQueue
+from pocketmq.client.core.message import MessageQueue
 
 
 def queues(*spec: tuple[str, int], topic: str = "T") -> list[MessageQueue]:

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from client.consumer.broker_api import (
+from pocketmq.client.consumer.broker_api import (
     RebalanceBodyError,
     decode_consumer_id_list,
     decode_lock_batch_response,
     encode_lock_batch_request,
 )
-from client.core.message import MessageQueue
+from pocketmq.client.core.message import MessageQueue
 
 
 def test_consumer_id_list() -> None:

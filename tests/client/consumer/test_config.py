@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from client import MessageModel, PullConsumer, PushConsumer
-from client.consumer.config import ConsumerConfig
+from pocketmq.client import MessageModel, PullConsumer, PushConsumer
+from pocketmq.client.consumer.config import ConsumerConfig
 
 
 def test_push_consumer_settings() -> None:

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from client.consumer.offset_store import (
+from pocketmq.client.consumer.offset_store import (
     LocalOffsetStore,
     OffsetStoreError,
     OffsetTable,
     RemoteOffsetStore,
     local_offset_store_path,
 )
-from client.core.message import MessageQueue
+from pocketmq.client.core.message import MessageQueue
 
 Q0 = MessageQueue("T", "broker-a", 0)
 Q1 = MessageQueue("T", "broker-a", 1)

@@ -7,8 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.consumer.process_queue import FlowControl, ProcessQueue
-from client.core.message_ext import MessageExt
+from pocketmq.client.consumer.process_queue import FlowControl, ProcessQueue
+from pocketmq.client.core.message_ext import MessageExt
 
 
 def msgs(*offsets: int, size: int = 10, max_offset: int | None = None) -> list[MessageExt]:

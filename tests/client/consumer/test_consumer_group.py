@@ -11,10 +11,10 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from client import Message, Producer
-from client.consumer.push import PushConsumer
-from client.consumer.types import ConsumeResult
-from client.core.message_ext import MessageExt
+from pocketmq.client import Message, Producer
+from pocketmq.client.consumer.push import PushConsumer
+from pocketmq.client.consumer.types import ConsumeResult
+from pocketmq.client.core.message_ext import MessageExt
 from tests.client.consumer.consumer_support import FAST, Cluster, caught_up, cluster, create_topic, instance_name
 from tests.helpers import eventually
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from client import MessageQueue, Producer
-from client.consumer.push import PushConsumer
-from client.consumer.types import ConsumeResult
-from client.core.message_ext import MessageExt
-from store.config import BrokerRole
+from pocketmq.client import MessageQueue, Producer
+from pocketmq.client.consumer.push import PushConsumer
+from pocketmq.client.consumer.types import ConsumeResult
+from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.store.config import BrokerRole
 from tests.client.consumer.consumer_support import FAST, create_topic, instance_name, produce
 from tests.client.consumer.consumer_support import Cluster as _Cluster
 from tests.cluster import start_broker, start_namesrv

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.controller import BrokerController
+from pocketmq.broker.controller import BrokerController
 from tests.client.consumer.consumer_support import Recorder, cluster, create_topic, push_consumer
 from tests.helpers import eventually
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from client import Message, MessageQueue, NoRouteError, Producer
-from client.consumer.pull import PullConsumer
-from client.consumer.pull_result import PullStatus
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
-from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.client import Message, MessageQueue, NoRouteError, Producer
+from pocketmq.client.consumer.pull import PullConsumer
+from pocketmq.client.consumer.pull_result import PullStatus
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 from tests.client.consumer.consumer_support import SHORT_DELAY_LEVELS, cluster, create_topic, instance_name, produce
 from tests.helpers import eventually
 
@@ -166,7 +166,7 @@ async def test_send_message_back_reaches_retry_then_dlq(tmp_path: Path) -> None:
 async def test_pull_requires_start_and_valid_arguments(tmp_path: Path) -> None:
     consumer = PullConsumer("StateG", namesrv_addr="127.0.0.1:1")
     mq = MessageQueue("T", "b", 0)
-    from client.core.errors import ConsumerStateError
+    from pocketmq.client.core.errors import ConsumerStateError
 
     with pytest.raises(ConsumerStateError):
         await consumer.pull(mq, "*", 0, 1)

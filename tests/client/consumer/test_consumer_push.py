@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from client import Message, MessageQueue, Producer
-from client.consumer.pull import PullConsumer
-from client.consumer.pull_result import PullStatus
-from client.consumer.push import PushConsumer
-from client.consumer.types import ConsumeFromWhere, ConsumeResult, MessageModel
-from client.core.message_ext import MessageExt
-from remoting.errors import RemotingConnectError
-from store.config import BrokerRole
+from pocketmq.client import Message, MessageQueue, Producer
+from pocketmq.client.consumer.pull import PullConsumer
+from pocketmq.client.consumer.pull_result import PullStatus
+from pocketmq.client.consumer.push import PushConsumer
+from pocketmq.client.consumer.types import ConsumeFromWhere, ConsumeResult, MessageModel
+from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.remoting.errors import RemotingConnectError
+from pocketmq.store.config import BrokerRole
 from tests.client.consumer.consumer_support import (
     FAST,
     SHORT_DELAY_LEVELS,
@@ -437,7 +437,7 @@ async def test_flow_control_holds_pulling_while_the_handler_lags(tmp_path: Path)
 
 
 async def test_start_requires_handler_and_subscription(tmp_path: Path) -> None:
-    from client.core.errors import ConsumerStateError
+    from pocketmq.client.core.errors import ConsumerStateError
 
     consumer = PushConsumer("NoHandlerG", namesrv_addr="127.0.0.1:1")
     consumer.subscribe("T")

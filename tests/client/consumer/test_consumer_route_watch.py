@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from client import Message, MessageQueue, Producer
+from pocketmq.client import Message, MessageQueue, Producer
 from tests.client.consumer.consumer_support import Recorder, cluster, create_topic, instance_name, push_consumer
 from tests.cluster import start_broker
 from tests.helpers import eventually

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from client.consumer.push import _handler_call, build_retry_message
-from client.consumer.rebalance import compute_pull_from_where
-from client.consumer.subscription import build_subscription
-from client.consumer.types import ConsumeFromWhere, ConsumeResult
-from client.core.message import MessageQueue
-from client.core.message_ext import MessageExt
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
+from pocketmq.client.consumer.push import _handler_call, build_retry_message
+from pocketmq.client.consumer.rebalance import compute_pull_from_where
+from pocketmq.client.consumer.subscription import build_subscription
+from pocketmq.client.consumer.types import ConsumeFromWhere, ConsumeResult
+from pocketmq.client.core.message import MessageQueue
+from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
 from tests.client.core.support import instance_with, route
 
 MQ = MessageQueue("T", "broker-a", 0)
@@ -95,7 +95,7 @@ class _PullServer:
     recording the sysFlag of each pull."""
 
     def __init__(self, suggest: int) -> None:
-        from remoting.server import RemotingServer, ServerConfig
+        from pocketmq.remoting.server import RemotingServer, ServerConfig
 
         self.suggest = suggest
         self.flags: list[int] = []
@@ -110,10 +110,10 @@ class _PullServer:
 
 
 async def test_pulls_follow_the_suggested_member_and_fall_back_when_it_is_gone() -> None:
-    from client.consumer.broker_api import ConsumerAPI
-    from client.consumer.pull_result import PullStatus
-    from common.sysflag import pull_sys_flag
-    from remoting.codes import SerializeType
+    from pocketmq.client.consumer.broker_api import ConsumerAPI
+    from pocketmq.client.consumer.pull_result import PullStatus
+    from pocketmq.common.sysflag import pull_sys_flag
+    from pocketmq.remoting.codes import SerializeType
 
     master, slave = _PullServer(suggest=1), _PullServer(suggest=0)
     await master.server.start()

@@ -1,5 +1,5 @@
-"""The compiled pull-body decoder (:func:`client.consumer.fast_decode.decode_records`) against the model's
-(:func:`client.core.message_ext.decode_messages`): the same messages, field for field, or the same error at the
+"""The compiled pull-body decoder (:func:`pocketmq.client.consumer.fast_decode.decode_records`) against the model's
+(:func:`pocketmq.client.core.message_ext.decode_messages`): the same messages, field for field, or the same error at the
 same position, for good bodies of every shape and for damaged ones. Runs against whichever build is active
 (the compiled one in ``make test``, the typed source under ``POCKETMQ_PURE_PYTHON=1``)."""
 
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.consumer import pull_result
-from client.consumer.fast_decode import decode_records
-from client.core.message_ext import MessageDecodeError, MessageExt, decode_messages
-from common import compiled
+from pocketmq.client.consumer import pull_result
+from pocketmq.client.consumer.fast_decode import decode_records
+from pocketmq.client.core.message_ext import MessageDecodeError, MessageExt, decode_messages
+from pocketmq.common import compiled
 from tests.client.pull_records import MAGIC_V2, Record, body_of
 
 _SUFFIX = "\x02MIN_OFFSET\x010\x02MAX_OFFSET\x01123"
@@ -91,7 +91,7 @@ def test_damaged_bodies_give_the_same_messages_or_the_same_error(flips: list[tup
 
 
 def test_the_pull_path_uses_the_compiled_decoder_only_when_it_is_loaded() -> None:
-    from client.consumer import fast_decode
+    from pocketmq.client.consumer import fast_decode
 
     expected = decode_records if compiled.loaded_from_extension(fast_decode) else decode_messages
     assert pull_result._decode is expected
@@ -106,8 +106,8 @@ def test_without_cython_installed_the_plain_build_decodes_with_the_model() -> No
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'cython': raise ImportError('no cython here')\n"
         "sys.meta_path.insert(0, NoCython())\n"
-        "from client.consumer import pull_result\n"
-        "from client.core.message_ext import decode_messages\n"
+        "from pocketmq.client.consumer import pull_result\n"
+        "from pocketmq.client.core.message_ext import decode_messages\n"
         "assert pull_result._decode is decode_messages, pull_result._decode\n"
     )
     env = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV} | {compiled.PURE_ENV: "1"}

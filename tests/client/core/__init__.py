@@ -1,1 +1,1 @@
-"""Tests of client.core: the instance, routes, errors, ids, compression."""
+"""Tests of pocketmq.client.core: the instance, routes, errors, ids, compression."""

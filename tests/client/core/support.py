@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from client.core.config import ClientConfig
-from client.core.instance import MQClientInstance
-from remoting.route import BrokerData, QueueData, TopicRouteData
+from pocketmq.client.core.config import ClientConfig
+from pocketmq.client.core.instance import MQClientInstance
+from pocketmq.remoting.route import BrokerData, QueueData, TopicRouteData
 
 
 def instance_with(route: TopicRouteData) -> MQClientInstance:

@@ -7,8 +7,8 @@ import zlib
 
 import pytest
 
-from client.core.compression import SYSFLAG_COMPRESSED, compress_body, decompress_body
-from client.core.errors import CompressionError
+from pocketmq.client.core.compression import SYSFLAG_COMPRESSED, compress_body, decompress_body
+from pocketmq.client.core.errors import CompressionError
 
 TEXT = b"PocketMQ compresses text. " * 400  # 10400 bytes, very compressible
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from client.core.errors import (
+from pocketmq.client.core.errors import (
     BrokerNotFoundError,
     ClientErrorCode,
     InvalidMessageError,
@@ -17,7 +17,7 @@ from client.core.errors import (
     is_retriable_response_code,
     is_retriable_send_error,
 )
-from remoting.errors import (
+from pocketmq.remoting.errors import (
     PocketMQError,
     ProtocolError,
     RemotingClosedError,

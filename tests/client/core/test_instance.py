@@ -9,15 +9,15 @@ import json
 
 import pytest
 
-from client.consumer.subscription import build_subscription, consumer_data_json
-from client.consumer.types import ConsumeFromWhere, MessageModel
-from client.core.config import ClientConfig, parse_namesrv_addr
-from client.core.errors import NoNameServerError
-from client.core.instance import MQClientInstance, acquire_instance, heartbeat_body
-from client.core.route_table import FindBrokerResult
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
-from remoting.headers import UnregisterClientRequestHeader
+from pocketmq.client.consumer.subscription import build_subscription, consumer_data_json
+from pocketmq.client.consumer.types import ConsumeFromWhere, MessageModel
+from pocketmq.client.core.config import ClientConfig, parse_namesrv_addr
+from pocketmq.client.core.errors import NoNameServerError
+from pocketmq.client.core.instance import MQClientInstance, acquire_instance, heartbeat_body
+from pocketmq.client.core.route_table import FindBrokerResult
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.headers import UnregisterClientRequestHeader
 from tests.client.core.support import instance_with, route
 from tests.client.producer.producer_support import ScriptedNamesrv, route_for
 

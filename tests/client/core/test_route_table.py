@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from client.core.route_table import route_changed
+from pocketmq.client.core.route_table import route_changed
 from tests.client.routes import route
 
 

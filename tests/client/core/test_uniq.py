@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from client.core.uniq import UniqIdGenerator, client_id, local_ip, next_uniq_id
+from pocketmq.client.core.uniq import UniqIdGenerator, client_id, local_ip, next_uniq_id
 
 
 class FakeClock:

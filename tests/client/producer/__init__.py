@@ -1,1 +1,1 @@
-"""Tests of client.producer: the producer against scripted brokers and real clusters, and its pure parts."""
+"""Tests of pocketmq.client.producer: the producer against scripted brokers and real clusters, and its pure parts."""

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.topic_config import DataVersion, TopicConfig
-from namesrv.config import NamesrvConfig
-from namesrv.controller import NamesrvController
-from remoting import route as rd
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode, SerializeType
-from remoting.command import RemotingCommand
-from remoting.connection import Connection, HandlerResult
-from remoting.headers import RegisterBrokerRequestHeader
-from remoting.server import RemotingServer, ServerConfig
+from pocketmq.common.topic_config import DataVersion, TopicConfig
+from pocketmq.namesrv.config import NamesrvConfig
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting import route as rd
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import Connection, HandlerResult
+from pocketmq.remoting.headers import RegisterBrokerRequestHeader
+from pocketmq.remoting.server import RemotingServer, ServerConfig
 
 CLUSTER = "DefaultCluster"
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)

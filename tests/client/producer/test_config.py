@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from client import InvalidMessageError, NoNameServerError, Producer
-from client.producer.config import ProducerConfig
-from remoting.codes import SerializeType
+from pocketmq.client import InvalidMessageError, NoNameServerError, Producer
+from pocketmq.client.producer.config import ProducerConfig
+from pocketmq.remoting.codes import SerializeType
 
 
 def test_keyword_arguments_become_the_config() -> None:

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from client.core.message import MessageQueue
-from client.producer.fault import LatencyFaultTolerance, MQFaultStrategy
-from client.producer.topic_publish import TopicPublishInfo
+from pocketmq.client.core.message import MessageQueue
+from pocketmq.client.producer.fault import LatencyFaultTolerance, MQFaultStrategy
+from pocketmq.client.producer.topic_publish import TopicPublishInfo
 from tests.client.routes import route
 
 

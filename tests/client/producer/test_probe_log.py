@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from client.producer.fault import MQFaultStrategy
-from client.producer.probe import FaultProbe
+from pocketmq.client.producer.fault import MQFaultStrategy
+from pocketmq.client.producer.probe import FaultProbe
 
 
 class RecordingLog:

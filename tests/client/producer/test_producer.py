@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-import client.core.route_table as route_table_module
-import client.producer.send_loop as send_loop_module
-from client import (
+import pocketmq.client.core.route_table as route_table_module
+import pocketmq.client.producer.send_loop as send_loop_module
+from pocketmq.client import (
     InvalidMessageError,
     Message,
     MessageQueue,
@@ -34,10 +34,10 @@ from client import (
     SendResult,
     SendStatus,
 )
-from client.producer.topic_publish import TopicPublishInfo
-from namesrv.controller import NamesrvController
-from remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode, SerializeType
-from remoting.errors import (
+from pocketmq.client.producer.topic_publish import TopicPublishInfo
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode, SerializeType
+from pocketmq.remoting.errors import (
     BufferFullError,
     MessageIllegalError,
     RemotingClosedError,

@@ -17,17 +17,25 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import load_broker_config
-from broker.controller import BrokerController
-from client import InvalidMessageError, Message, MessageQueue, Producer, SendFailedError, SendResult, SendStatus
-from client.sync import Producer as BlockingProducer
-from common.message import parse_properties
-from common.record import MessageRecord, decode_record, message_id
-from namesrv.controller import NamesrvController
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode, SerializeType
-from remoting.command import RemotingCommand
-from remoting.errors import MessageIllegalError
+from pocketmq.broker.config import load_broker_config
+from pocketmq.broker.controller import BrokerController
+from pocketmq.client import (
+    InvalidMessageError,
+    Message,
+    MessageQueue,
+    Producer,
+    SendFailedError,
+    SendResult,
+    SendStatus,
+)
+from pocketmq.client.blocking import Producer as BlockingProducer
+from pocketmq.common.message import parse_properties
+from pocketmq.common.record import MessageRecord, decode_record, message_id
+from pocketmq.namesrv.controller import NamesrvController
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import MessageIllegalError
 from tests.client.producer.producer_support import start_namesrv
 from tests.helpers import eventually
 

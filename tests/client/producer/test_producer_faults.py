@@ -11,11 +11,11 @@ import asyncio
 import time
 from pathlib import Path
 
-from client import Message, Producer, SendResult, SendStatus
-from client.core.message import MessageQueue
-from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
+from pocketmq.client import Message, Producer, SendResult, SendStatus
+from pocketmq.client.core.message import MessageQueue
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
 from tests.helpers import eventually
 from tests.procs import Proc, start_broker, start_namesrv
 

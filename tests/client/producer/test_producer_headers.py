@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from client.core.message import MessageQueue, SendStatus, send_result_from_response
-from client.producer.headers import SendHeaderTemplate
-from client.producer.send_loop import send_result
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand
-from remoting.errors import InvalidHeaderError, ServiceNotAvailableError
-from remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader
+from pocketmq.client.core.message import MessageQueue, SendStatus, send_result_from_response
+from pocketmq.client.producer.headers import SendHeaderTemplate
+from pocketmq.client.producer.send_loop import send_result
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import InvalidHeaderError, ServiceNotAvailableError
+from pocketmq.remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader
 
 QUEUE = MessageQueue("T", "broker-a", 3)
 MASTERS = {"broker-a": "a"}

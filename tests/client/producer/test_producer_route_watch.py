@@ -3,7 +3,7 @@
 Found by ``rmq-chaos`` (issue 14, 2m-noslave, seed 1): broker-b's power loss made the producers fetch a route
 without it; broker-b was back 8 s later, but the producers held the route without it until their poll, and
 when broker-a was frozen next nothing could be sent anywhere for the whole 6.5 s freeze. The producer here
-keeps RocketMQ's 30 s poll: only the client instance's route watch (:mod:`client.core.route_watch`) can bring
+keeps RocketMQ's 30 s poll: only the client instance's route watch (:mod:`pocketmq.client.core.route_watch`) can bring
 broker-b back within the test's bound.
 """
 
@@ -14,10 +14,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from client import Message, MessageQueue, Producer
-from client.core.errors import MQClientError
-from client.core.route_watch import MasterWatch
-from remoting.route import BrokerData, TopicRouteData
+from pocketmq.client import Message, MessageQueue, Producer
+from pocketmq.client.core.errors import MQClientError
+from pocketmq.client.core.route_watch import MasterWatch
+from pocketmq.remoting.route import BrokerData, TopicRouteData
 from tests.client.consumer.consumer_support import cluster, create_topic, instance_name
 from tests.cluster import start_broker
 from tests.helpers import eventually

@@ -9,17 +9,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from client.core.message import Message, MessageQueue
-from client.core.uniq import UniqIdGenerator
-from client.producer import outgoing
-from client.producer.config import ProducerConfig
-from client.producer.outgoing import MessagePreparer
-from common.batch import BatchEntry, encode_batch_body
-from common.message import encode_properties
-from remoting.codes import SerializeType
-from remoting.command import RemotingCommand
-from remoting.frame import encode_frame
-from remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.client.core.message import Message, MessageQueue
+from pocketmq.client.core.uniq import UniqIdGenerator
+from pocketmq.client.producer import outgoing
+from pocketmq.client.producer.config import ProducerConfig
+from pocketmq.client.producer.outgoing import MessagePreparer
+from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.common.message import encode_properties
+from pocketmq.remoting.codes import SerializeType
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.frame import encode_frame
+from pocketmq.remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
 
 BORN_MS = 1_764_000_000_123
 QUEUE = MessageQueue("T", "broker-a", 5)

@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
-from client.core.errors import NoRouteError
-from client.core.message import MessageQueue
-from client.core.route_table import default_route_for_topic
-from client.producer.topic_publish import TopicPublishInfo
-from remoting.route import BrokerData, QueueData, TopicRouteData
+from pocketmq.client.core.errors import NoRouteError
+from pocketmq.client.core.message import MessageQueue
+from pocketmq.client.core.route_table import default_route_for_topic
+from pocketmq.client.producer.topic_publish import TopicPublishInfo
+from pocketmq.remoting.route import BrokerData, QueueData, TopicRouteData
 from tests.client.routes import route
 
 

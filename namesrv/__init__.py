@@ -1,5 +1,0 @@
-"""The name server: a stateless registry of brokers and topic routes (reference §3, §6).
-
-* :mod:`namesrv.routeinfo` — :class:`RouteInfoManager`, the routing tables and their rules;
-* :mod:`namesrv.kvconfig` — :class:`KVConfigManager`, namespaced key/value settings kept on disk.
-"""

@@ -1,0 +1,39 @@
+"""``rmq-bench``: PocketMQ's benchmarks, one sub-command per workload (never run by the tests)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: sub-command -> module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
+WORKLOADS = {
+    "store": ("pocketmq.bench.store_bench", "message store appends: ASYNC/SYNC flush, single and batch"),
+    "consume": ("pocketmq.bench.consume_bench", "push-consumer backlog TPS and end-to-end latency under a steady load"),
+    "ha": ("pocketmq.bench.ha_bench", "SYNC_MASTER beside ASYNC_MASTER with a slave: TPS, latency, replication lag"),
+    "filter": ("pocketmq.bench.filter_bench", "SQL92 filter cost per message: a backlog pulled with and without one"),
+    "acl": ("pocketmq.bench.acl_bench", "ACL signing cost per request: SDK signature, broker check, sequential sends"),
+    "produce": ("pocketmq.bench.produce_bench",
+                "producer throughput and latency through the SDK: sync/async/oneway/batch"),
+    "tx": ("pocketmq.bench.tx_bench", "transactional sends beside plain ones, and the latency a commit adds"),
+    "spark": ("pocketmq.bench.spark_bench",
+              "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
+    "compare": ("pocketmq.bench.compare.cli",
+                "PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ; writes docs/perf/compare-results.md"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rmq-bench", description="PocketMQ benchmarks")
+    sub = parser.add_subparsers(dest="workload", required=True)
+    modules = {}
+    for name, (module_name, help_text) in WORKLOADS.items():
+        module = importlib.import_module(module_name)
+        modules[name] = module
+        module.add_arguments(sub.add_parser(name, help=help_text))
+    args = parser.parse_args(argv)
+    return int(modules[args.workload].run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

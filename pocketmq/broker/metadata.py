@@ -1,0 +1,131 @@
+"""The broker's ``config/`` files, kept by the store's metadata tables (one atomic writer, one format).
+
+* topics: :class:`~pocketmq.broker.topic_manager.TopicConfigManager` owns the live table of the model's
+  :class:`~pocketmq.common.topic_config.TopicConfig`; :func:`save_topics`/:func:`load_topics` move it through the
+  store's :class:`~pocketmq.store.metadata.TopicConfigTable` (``topics.json``);
+* consumer offsets, subscription groups and delay offsets: the store's tables, extended here with the
+  broker's needs (dirty tracking for the 5 s persist loop, bounds on what clients can create, merge by
+  maximum for slaves).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from pocketmq.common.topic_config import DataVersion, TopicConfig
+from pocketmq.remoting.route import TopicConfigSerializeWrapper
+from pocketmq.store.metadata import (
+    ConsumerOffsetTable,
+    DelayOffsetTable,
+    SubscriptionGroupConfig,
+    SubscriptionGroupTable,
+    TopicConfigTable,
+)
+
+#: Bounds on what clients can make the broker remember (every commit or pull may name a new key).
+MAX_OFFSET_KEYS = 1_000_000
+MAX_GROUPS = 100_000
+
+
+@dataclass(slots=True)
+class StoredTopics:
+    topics: list[TopicConfig] = field(default_factory=list)
+    data_version: DataVersion | None = None
+
+
+def load_topics(path: str) -> StoredTopics:
+    """Blocking: ``topics.json`` as registration-shaped configs."""
+    table = TopicConfigTable(path)
+    if not table.load():
+        return StoredTopics()
+    return StoredTopics(list(table.table.values()), table.data_version)
+
+
+def save_topics(path: str, wrapper: TopicConfigSerializeWrapper) -> None:
+    """Blocking: write ``topics.json`` atomically."""
+    table = TopicConfigTable(path)
+    table.table = dict(wrapper.topic_config_table)
+    table.data_version = wrapper.data_version.copy()
+    table.persist()
+
+
+class ConsumerOffsetManager(ConsumerOffsetTable):
+    """Committed consumer offsets (``topic@group → {queue → offset}``) with change tracking."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.dirty = False
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        queues = self.offset_table.get(self.key(topic, group))
+        if queues is None and len(self.offset_table) >= MAX_OFFSET_KEYS:
+            raise OverflowError(f"more than {MAX_OFFSET_KEYS} topic@group offset keys")
+        if queues is None or queues.get(queue_id) != offset:
+            super().commit_offset(group, topic, queue_id, offset)
+            self.dirty = True
+
+    def remove_group(self, group: str) -> None:
+        before = len(self.offset_table)
+        super().remove_group(group)
+        self.dirty = self.dirty or len(self.offset_table) != before
+
+    def reset_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Set a group's offsets in ``topic`` (an admin's reset: lower offsets are taken too)."""
+        for queue_id, offset in offsets.items():
+            super().commit_offset(group, topic, queue_id, offset)
+        self.dirty = True
+
+    def merge_max(self, other: dict[str, dict[int, int]]) -> None:
+        """Take ``other``'s offsets where they are ahead (a slave that served consumers, apache/rocketmq#1094)."""
+        for key, queues in other.items():
+            mine = self.offset_table.setdefault(key, {})
+            for queue_id, offset in queues.items():
+                if offset > mine.get(queue_id, -1):
+                    mine[queue_id] = offset
+                    self.dirty = True
+
+
+class SubscriptionGroupManager(SubscriptionGroupTable):
+    """Consumer group configs, auto-created with RocketMQ's defaults when enabled."""
+
+    def __init__(self, path: str, *, auto_create: bool) -> None:
+        super().__init__(path)
+        self.auto_create = auto_create
+        self._persisted_counter = 0
+
+    @property
+    def dirty(self) -> bool:
+        return self.data_version.counter != self._persisted_counter
+
+    def mark_persisted(self) -> None:
+        self._persisted_counter = self.data_version.counter
+
+    def update(self, config: SubscriptionGroupConfig) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace (persisted by the 5 s loop: the version moves)."""
+        if config.group_name not in self.table and len(self.table) >= MAX_GROUPS:
+            raise OverflowError(f"more than {MAX_GROUPS} subscription groups")
+        self.put(config)
+
+    def find_or_create(self, group: str) -> SubscriptionGroupConfig | None:
+        config = self.get(group)
+        if config is None and self.auto_create and len(self.table) < MAX_GROUPS:
+            config = self.get_or_create(group)
+        return config
+
+
+class DelayOffsets(DelayOffsetTable):
+    """Progress of the schedule service per delay level, with change tracking."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.dirty = False
+
+    def advance(self, level: int, offset: int) -> None:
+        if self.offset_table.get(level) != offset:
+            self.offset_table[level] = offset
+            self.dirty = True
+
+
+def config_path(config_dir: str, name: str) -> str:
+    return os.path.join(config_dir, name)

@@ -1,0 +1,5 @@
+"""The name server: a stateless registry of brokers and topic routes (reference §3, §6).
+
+* :mod:`pocketmq.namesrv.routeinfo` — :class:`RouteInfoManager`, the routing tables and their rules;
+* :mod:`pocketmq.namesrv.kvconfig` — :class:`KVConfigManager`, namespaced key/value settings kept on disk.
+"""

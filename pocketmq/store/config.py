@@ -1,0 +1,213 @@
+"""The store's configuration: one frozen dataclass, RocketMQ's ``MessageStoreConfig`` defaults (§4.2).
+
+:meth:`StoreConfig.from_properties` reads RocketMQ's camelCase property names (``flushDiskType``,
+``mappedFileSizeCommitLog``, ...) so a broker can hand it the store part of a ``broker.properties`` file;
+:data:`PROPERTY_NAMES` lists the keys it understands, so the broker can reject the ones nobody does.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pocketmq.common.config import DEFAULT_DELAY_LEVELS, from_named_properties, parse_delay_levels
+from pocketmq.common.record import parse_host_port
+
+CQ_STORE_UNIT_SIZE = 20
+OS_PAGE_SIZE = 4096
+
+
+class FlushDiskType(enum.Enum):
+    """When a put is acknowledged: after the page-cache write, or after the disk flush (§4.3)."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class BrokerRole(enum.Enum):
+    """The store only cares whether it is a SLAVE (then it accepts only replicated bytes)."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+
+
+def parse_delete_when(text: str) -> frozenset[int]:
+    """``"04"`` or ``"04;16"`` -> the hours of the day at which expired files are deleted."""
+    hours = set()
+    for item in text.split(";"):
+        item = item.strip()
+        if not item.isdigit() or not 0 <= int(item) <= 23:
+            raise ValueError(f"bad deleteWhen hour {item!r} in {text!r}")
+        hours.add(int(item))
+    return frozenset(hours)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    """Everything the store can be told. Sizes are bytes, intervals milliseconds unless named otherwise."""
+
+    store_path_root_dir: str
+    store_path_commit_log: str = ""
+    """Defaults to ``<root>/commitlog``."""
+    mapped_file_size_commit_log: int = 1 << 30
+    mapped_file_size_consume_queue: int = 300_000 * CQ_STORE_UNIT_SIZE
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    flush_interval_commit_log_ms: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval_ms: int = 10_000
+    flush_interval_consume_queue_ms: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval_ms: int = 60_000
+    sync_flush_timeout_ms: int = 5000
+    max_sync_flush_waiters: int = 65_536
+    """Bound on producers waiting for a SYNC_FLUSH; past it puts get OS_PAGECACHE_BUSY (nothing stored)."""
+    max_message_size: int = 4 * 1024 * 1024
+    delete_when: str = "04"
+    file_reserved_time_hours: float = 72
+    disk_max_used_space_ratio: int = 75
+    """Percent of the disk above which expired files are deleted at any hour."""
+    disk_space_clean_forcibly_ratio: int = 85
+    """Percent above which the oldest files are deleted even if not expired (never the one being written)."""
+    disk_space_warning_level_ratio: int = 90
+    """Percent above which puts are refused (SERVICE_NOT_AVAILABLE) until space is freed."""
+    clean_resource_interval_ms: int = 10_000
+    delete_files_batch_max: int = 10
+    check_crc_on_recover: bool = True
+    store_host: str = "127.0.0.1:10911"
+    """``brokerIP1:listenPort``, written into every record and message id."""
+    warm_mapped_file: bool = True
+    """Also read each reserved window into the page cache (see ``mapped_file``); off, it is only reserved."""
+    reserve_window_commit_log: int = 32 << 20
+    """Bytes of commit log kept reserved (``posix_fallocate``) and warmed ahead of the write position, in the
+    background; refilled when half of it is used. The disk a store takes is its data plus this window."""
+    reserve_window_consume_queue: int = 64 << 10
+    """The same window for each consume queue."""
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    access_message_in_memory_max_ratio: int = 40
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    message_index_enable: bool = True
+    """Build the message index (``index/``) that queries by key and unique key read."""
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    """Keys per index file (plus one: entry 0 is never used); a full file is followed by a new one."""
+    max_msgs_num_batch: int = 64
+    """Most records one query by key answers."""
+    default_query_max_num: int = 32
+    """``maxNum`` of a query by unique key (the client's own is ignored, as in RocketMQ)."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.store_path_root_dir), "store_path_root_dir must be set")
+        _check(self.mapped_file_size_commit_log >= OS_PAGE_SIZE, "mapped_file_size_commit_log below 4096")
+        _check(self.mapped_file_size_consume_queue >= CQ_STORE_UNIT_SIZE
+               and self.mapped_file_size_consume_queue % CQ_STORE_UNIT_SIZE == 0,
+               "mapped_file_size_consume_queue must be a positive multiple of 20")
+        _check(self.max_message_size > 0, "max_message_size must be positive")
+        _check(self.reserve_window_commit_log >= OS_PAGE_SIZE, "reserve_window_commit_log below 4096")
+        _check(self.reserve_window_consume_queue >= OS_PAGE_SIZE, "reserve_window_consume_queue below 4096")
+        _check(self.sync_flush_timeout_ms > 0, "sync_flush_timeout_ms must be positive")
+        _check(self.max_sync_flush_waiters > 0, "max_sync_flush_waiters must be positive")
+        _check(self.file_reserved_time_hours > 0, "file_reserved_time_hours must be positive")
+        for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio",
+                     "disk_space_warning_level_ratio", "access_message_in_memory_max_ratio"):
+            _check(1 <= getattr(self, name) <= 100, f"{name} must be a percentage")
+        for name in ("flush_interval_commit_log_ms", "flush_interval_consume_queue_ms",
+                     "clean_resource_interval_ms", "max_transfer_bytes_on_message_in_memory",
+                     "max_transfer_count_on_message_in_memory", "delete_files_batch_max"):
+            _check(getattr(self, name) > 0, f"{name} must be positive")
+        for name in ("max_hash_slot_num", "max_msgs_num_batch", "default_query_max_num"):
+            _check(getattr(self, name) > 0, f"{name} must be positive")
+        _check(self.max_index_num >= 2, "max_index_num must be at least 2")
+        parse_delete_when(self.delete_when)
+        parse_delay_levels(self.message_delay_level)
+        parse_host_port(self.store_host)
+
+    @property
+    def commit_log_dir(self) -> str:
+        """Directory of the commit-log files."""
+        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> str:
+        """``<root>/consumequeue`` (then ``<topic>/<queueId>/``)."""
+        return os.path.join(self.store_path_root_dir, "consumequeue")
+
+    @property
+    def config_dir(self) -> str:
+        """``<root>/config``: topics.json, consumerOffset.json, ..."""
+        return os.path.join(self.store_path_root_dir, "config")
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """Delay of each level (index 0 = level 1) in ms."""
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def delete_hours(self) -> frozenset[int]:
+        """Hours of the day when expired files are deleted."""
+        return parse_delete_when(self.delete_when)
+
+    @property
+    def store_host_bytes(self) -> bytes:
+        """``store_host`` as the record's STOREHOSTADDRESS field."""
+        return parse_host_port(self.store_host)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str], **overrides: Any) -> StoreConfig:
+        """Build from RocketMQ property names (keys not in :data:`PROPERTY_NAMES` are ignored here; the
+        broker decides what an unknown key means). ``overrides`` use field names and win."""
+        return from_named_properties(cls, properties, PROPERTY_NAMES, overrides)
+
+
+PROPERTY_NAMES: dict[str, str] = {
+    "storePathRootDir": "store_path_root_dir",
+    "storePathCommitLog": "store_path_commit_log",
+    "mappedFileSizeCommitLog": "mapped_file_size_commit_log",
+    "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+    "flushDiskType": "flush_disk_type",
+    "brokerRole": "broker_role",
+    "flushIntervalCommitLog": "flush_interval_commit_log_ms",
+    "flushCommitLogLeastPages": "flush_commit_log_least_pages",
+    "flushCommitLogThoroughInterval": "flush_commit_log_thorough_interval_ms",
+    "flushIntervalConsumeQueue": "flush_interval_consume_queue_ms",
+    "flushConsumeQueueLeastPages": "flush_consume_queue_least_pages",
+    "flushConsumeQueueThoroughInterval": "flush_consume_queue_thorough_interval_ms",
+    "syncFlushTimeout": "sync_flush_timeout_ms",
+    "maxMessageSize": "max_message_size",
+    "deleteWhen": "delete_when",
+    "fileReservedTime": "file_reserved_time_hours",
+    "diskMaxUsedSpaceRatio": "disk_max_used_space_ratio",
+    # System properties in RocketMQ (rocketmq.broker.diskSpace...); config keys here.
+    "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
+    "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
+    "cleanResourceInterval": "clean_resource_interval_ms",
+    "checkCRCOnRecover": "check_crc_on_recover",
+    "warmMapedFileEnable": "warm_mapped_file",
+    # PocketMQ's own: RocketMQ pre-allocates whole files or nothing.
+    "reserveWindowCommitLog": "reserve_window_commit_log",
+    "reserveWindowConsumeQueue": "reserve_window_consume_queue",
+    "maxTransferBytesOnMessageInMemory": "max_transfer_bytes_on_message_in_memory",
+    "maxTransferCountOnMessageInMemory": "max_transfer_count_on_message_in_memory",
+    "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
+    "messageDelayLevel": "message_delay_level",
+    "messageIndexEnable": "message_index_enable",
+    "maxHashSlotNum": "max_hash_slot_num",
+    "maxIndexNum": "max_index_num",
+    "maxMsgsNumBatch": "max_msgs_num_batch",
+    "defaultQueryMaxNum": "default_query_max_num",
+}
+"""RocketMQ property name -> StoreConfig field."""
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
