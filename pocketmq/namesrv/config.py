@@ -23,6 +23,9 @@ class NamesrvConfig:
     order_message_enable: bool = False
     max_connections: int = 4096
     max_frame_length: int = 16 * 1024 * 1024
+    #: Run a controller in this name server (RocketMQ 5's ``enableControllerInNamesrv``); its keys
+    #: (``controllerDLegerPeers``...) go to :class:`pocketmq.controller.config.ControllerConfig`.
+    enable_controller_in_namesrv: bool = False
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None

@@ -1,12 +1,17 @@
-"""``NamesrvController``: the name server's composition root (server, tables, liveness scan)."""
+"""``NamesrvController``: the name server's composition root (server, tables, liveness scan, and the controller of
+controller mode when ``enableControllerInNamesrv`` is on: its handlers on this server, its port the peer address)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 from pocketmq.common.logs import get_logger
 from pocketmq.common.service import periodic
+from pocketmq.controller.config import ControllerConfig
+from pocketmq.controller.manager import ControllerManager, register_metrics
+from pocketmq.controller.processor import ControllerRequestProcessor
 from pocketmq.namesrv.admin_processor import NamesrvAdminProcessor
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.kvconfig import KVConfigManager
@@ -22,7 +27,10 @@ log = get_logger("pocketmq.namesrv.controller")
 class NamesrvController:
     """Owns one name server: start it, read its address, stop it."""
 
-    def __init__(self, config: NamesrvConfig) -> None:
+    def __init__(self, config: NamesrvConfig, *, controller: ControllerConfig | None = None) -> None:
+        if controller is not None:
+            _host, _, port = controller.self_address.rpartition(":")
+            config = dataclasses.replace(config, listen_port=int(port))  # peers reach it at its peer address
         self.config = config
         self.routes = RouteInfoManager()
         self.kv = KVConfigManager(config.kv_config_path)
@@ -39,11 +47,17 @@ class NamesrvController:
         processor = NamesrvProcessor(self.routes, self.kv, order_message_enable=config.order_message_enable)
         handlers = processor.handlers()
         handlers.update(NamesrvAdminProcessor(self.routes).handlers())
+        self.controller: ControllerManager | None = None
+        if controller is not None:
+            self.controller = ControllerManager(controller)
+            handlers.update(ControllerRequestProcessor(self.controller).handlers())
         # --- metrics ---
         self.metrics: Metrics | None = None
         self.metrics_server: MetricsServer | None = None
         if config.metrics_port is not None:
             self.metrics = self._define_metrics()
+            if self.controller is not None:
+                register_metrics(self.metrics, self.controller)
             self.metrics.instrument(handlers)
         # --- end metrics ---
         for code, handler in handlers.items():
@@ -58,6 +72,8 @@ class NamesrvController:
     async def start(self) -> None:
         await asyncio.to_thread(self.kv.load)
         await self.server.start()
+        if self.controller is not None:
+            await self.controller.start()
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
@@ -65,12 +81,16 @@ class NamesrvController:
 
     async def stop(self) -> None:
         await self._scan.stop()
+        if self.controller is not None:
+            await self.controller.stop()
         await self.server.stop(grace=2.0)
         if self.metrics_server is not None:
             await self.metrics_server.stop()
 
     def _on_connection_closed(self, conn: Connection) -> None:
         self.routes.on_channel_destroy(conn)
+        if self.controller is not None:
+            self.controller.on_connection_closed(conn)
 
     def scan_once(self) -> None:
         """Drop brokers silent for longer than the expiry and close their connections."""

@@ -2,14 +2,20 @@
 
 Prints exactly one readiness line on stderr once listening, ``NAMESRV READY <host>:<port>``, so that
 scripts and tests can start it with ``--port 0`` and read the bound address.
+
+With ``enableControllerInNamesrv=true`` the same file's controller keys (``controllerDLegerPeers``...) configure the
+controller it carries (:mod:`pocketmq.controller`); a controller's port is fixed by its peer address, so such a name
+server listens there.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
-from pocketmq.common.config import format_config, load_config, load_properties
+from pocketmq.common.config import ConfigError, format_config, load_config, load_properties
+from pocketmq.controller.config import ControllerConfig, controller_keys
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.controller import NamesrvController
 from pocketmq.remoting.process import add_server_arguments, run_main
@@ -25,17 +31,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def build_config(args: argparse.Namespace) -> NamesrvConfig:
+@dataclass(frozen=True, slots=True)
+class NamesrvStartup:
+    namesrv: NamesrvConfig
+    controller: ControllerConfig | None = None
+
+
+def build_config(args: argparse.Namespace) -> NamesrvStartup:
     props = load_properties(args.config) if args.config else {}
-    return load_config(
-        NamesrvConfig, props, listen_host=args.listen, listen_port=args.port, kv_config_path=args.kv_config_path,
-        metrics_port=args.metrics_port,
+    keys = controller_keys()
+    namesrv = load_config(
+        NamesrvConfig, {k: v for k, v in props.items() if k not in keys}, listen_host=args.listen,
+        listen_port=args.port, kv_config_path=args.kv_config_path, metrics_port=args.metrics_port,
     )
+    controller_props = {k: v for k, v in props.items() if k in keys}
+    if not namesrv.enable_controller_in_namesrv:
+        if controller_props:
+            raise ConfigError(f"controller keys {sorted(controller_props)} need enableControllerInNamesrv=true")
+        return NamesrvStartup(namesrv)
+    controller = load_config(ControllerConfig, controller_props)
+    return NamesrvStartup(namesrv, controller)
+
+
+def make(startup: NamesrvStartup) -> NamesrvController:
+    return NamesrvController(startup.namesrv, controller=startup.controller)
+
+
+def print_config(startup: NamesrvStartup) -> str:
+    text = format_config(startup.namesrv)
+    return text + format_config(startup.controller) if startup.controller is not None else text
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_main("rmq-namesrv", parse_args(argv), build_config, NamesrvController, ready_prefix="NAMESRV",
-                    format_config=format_config)
+    return run_main("rmq-namesrv", parse_args(argv), build_config, make, ready_prefix="NAMESRV",
+                    format_config=print_config)
 
 
 if __name__ == "__main__":

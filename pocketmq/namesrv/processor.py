@@ -86,6 +86,7 @@ class NamesrvProcessor:
             wrapper,
             filter_servers,
             conn,
+            master_epoch=header.master_epoch,
         )
         log.debug("broker_registered", broker=header.broker_name, addr=header.broker_addr, id=header.broker_id)
         fields = RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr).to_fields()

@@ -94,6 +94,8 @@ class RouteInfoManager:
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
         self.filter_server_table: dict[str, list[str]] = {}
+        #: brokerName -> the highest master epoch a master of it registered with (controller mode)
+        self.master_epochs: dict[str, int] = {}
 
     # -- registration --------------------------------------------------------------------------------
 
@@ -107,8 +109,12 @@ class RouteInfoManager:
         topic_config_wrapper: TopicConfigSerializeWrapper | None,
         filter_server_list: list[str] | None,
         channel: object,
+        master_epoch: int | None = None,
     ) -> RegisterBrokerResult:
-        """Record a broker's (re-)registration and, for a master, its topics (reference §3.2)."""
+        """Record a broker's (re-)registration and, for a master, its topics (reference §3.2).
+
+        In controller mode a broker says its master epoch: a master of an epoch older than one already seen for its
+        group is not recorded at all (it was replaced and does not know it yet; routes must not send it writes)."""
         _check_name(cluster, "clusterName")
         _check_name(broker_addr, "brokerAddr")
         _check_name(broker_name, "brokerName")
@@ -119,6 +125,10 @@ class RouteInfoManager:
             for topic_config in topic_config_wrapper.topic_config_table.values():
                 _check_name(topic_config.topic_name, "topicName")
 
+        if master_epoch is not None and broker_id == MASTER_ID:
+            if master_epoch < self.master_epochs.get(broker_name, -1):
+                return RegisterBrokerResult()
+            self.master_epochs[broker_name] = master_epoch
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
         first_registration = self._put_broker_addr(cluster, broker_name, broker_id, broker_addr)
 
@@ -254,7 +264,8 @@ class RouteInfoManager:
             self._remove_broker_name(broker_data.broker_name, [broker_data.cluster])
 
     def _remove_broker_name(self, broker_name: str, clusters: Iterable[str]) -> None:
-        """Remove an empty broker group from its cluster(s) and every topic."""
+        """Remove an empty broker group from its cluster(s) and every topic (its master epoch is kept: a group
+        whose every broker went away comes back at an epoch no lower)."""
         self.broker_addr_table.pop(broker_name, None)
         for cluster in clusters:
             names = self.cluster_addr_table.get(cluster)

@@ -76,6 +76,23 @@ class ResponseCode(IntEnum):
     UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
+    # --- controller (RocketMQ 5) ---
+    CONTROLLER_FENCED_MASTER_EPOCH = 2000
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001
+    CONTROLLER_INVALID_MASTER = 2002
+    CONTROLLER_INVALID_REPLICAS = 2003
+    CONTROLLER_MASTER_NOT_AVAILABLE = 2004
+    CONTROLLER_INVALID_REQUEST = 2005
+    CONTROLLER_BROKER_NOT_ALIVE = 2006
+    CONTROLLER_NOT_LEADER = 2007
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008
+    CONTROLLER_INVALID_CLEAN_BROKER_METADATA = 2009
+    CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010
+    CONTROLLER_MASTER_STILL_EXIST = 2011
+    CONTROLLER_ELECT_MASTER_FAILED = 2012
+    CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013
+    CONTROLLER_BROKER_ID_INVALID = 2014
+    # --- end controller ---
 
 
 class RequestCode(IntEnum):
@@ -160,6 +177,31 @@ class RequestCode(IntEnum):
     #: for the commit-log tail it lost (``broker.tail_recovery``); header ``offset``, ``maxBytes``; answer:
     #: the raw bytes from ``offset`` within one file, ext ``maxOffset`` and ``minOffset``. Only a slave serves it.
     GET_COMMIT_LOG_TAIL = 9001
+    # --- controller (RocketMQ 5's codes; 904 and 1001-1013) ---
+    BROKER_HEARTBEAT = 904
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_REGISTER_BROKER = 1003
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
+    UPDATE_CONTROLLER_CONFIG = 1009
+    GET_CONTROLLER_CONFIG = 1010
+    CLEAN_BROKER_DATA = 1011
+    CONTROLLER_GET_NEXT_BROKER_ID = 1012
+    CONTROLLER_APPLY_BROKER_ID = 1013
+    #: PocketMQ-private: one Raft message between controllers (oneway; msgpack body, pocketmq.controller.raft).
+    CONTROLLER_RAFT_MESSAGE = 9101
+    #: PocketMQ-private: a master asks a slave of its SyncStateSet to copy its metadata now (oneway, no header):
+    #: a topic or group created on the master is on every in-sync slave before the creation is answered.
+    SYNC_BROKER_METADATA_NOW = 9102
+    #: PocketMQ-private: a planned switchover; the controller asks the master of ``masterEpoch`` to stop taking
+    #: writes and to answer once every member of its SyncStateSet holds all it wrote (a retriable refusal, never a
+    #: lost or failed send, for the producers meanwhile).
+    CONTROLLER_FENCE_MASTER = 9103
+    # --- end controller ---
 
 
 #: The version number we put in headers: RocketMQ 4.9.4's ``MQVersion`` ordinal (V4_9_4).

@@ -176,6 +176,9 @@ class RegisterBrokerRequestHeader(CommandHeader):
     broker_id: int
     compressed: bool = False
     body_crc32: int = 0
+    #: PocketMQ extension (controller mode): the broker's master epoch; the name servers list as brokerId 0 only
+    #: the master of the highest epoch they have seen (4.x brokers leave it out)
+    master_epoch: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -364,3 +364,22 @@ def test_register_refuses_bad_topic_names_without_partial_update() -> None:
         mgr.register_broker(CLUSTER, A_MASTER, "broker-a", 0, "", bad, [], None)
     assert mgr.get_all_topic_list() == []
     assert mgr.broker_live_table == {}
+
+
+def test_controller_mode_lists_only_the_master_of_the_highest_epoch() -> None:
+    """brokerId 0 belongs to the newest epoch: an old master still registering (replaced, not aware yet) is not
+    listed, and the new one replaces it at once."""
+    mgr = RouteInfoManager(clock=Clock())
+    topics = wrapper(1, T=4)
+    old, new = Channel("old"), Channel("new")
+    mgr.register_broker(CLUSTER, A_MASTER, "broker-a", 0, "", topics, [], old, master_epoch=1)
+    mgr.register_broker(CLUSTER, A_SLAVE, "broker-a", 2, "", topics, [], new, master_epoch=1)
+    mgr.register_broker(CLUSTER, A_SLAVE, "broker-a", 0, "", topics, [], new, master_epoch=2)
+    assert mgr.broker_addr_table["broker-a"].broker_addrs == {0: A_SLAVE}
+    stale = mgr.register_broker(CLUSTER, A_MASTER, "broker-a", 0, "", topics, [], old, master_epoch=1)
+    assert stale == RegisterBrokerResult()
+    assert mgr.broker_addr_table["broker-a"].broker_addrs == {0: A_SLAVE}
+    mgr.register_broker(CLUSTER, A_MASTER, "broker-a", 1, "", topics, [], old, master_epoch=2)
+    assert mgr.broker_addr_table["broker-a"].broker_addrs == {0: A_SLAVE, 1: A_MASTER}
+    route = mgr.pickup_topic_route_data("T")
+    assert route is not None and route.broker_datas[0].broker_addrs[0] == A_SLAVE
