@@ -22,6 +22,8 @@ _PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.OS_PAGECACHE_BUSY: (
         ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy: too many writers wait on disk"),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown store error"),
+    # RocketMQ 5's answer; SYSTEM_ERROR is one the producers retry on another broker (nothing was stored).
+    PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough"),
 }
 
 _FOUND = GetMessageStatus.FOUND

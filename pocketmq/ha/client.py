@@ -42,6 +42,10 @@ consume queues are cut back there with the store's ``truncate_commit_log`` (``co
 logged loudly with the bytes dropped: records the master lost, at offsets it has since reused), reading
 stopped meanwhile, and replication goes on. Any other mismatch closes the connection, and the next one
 reports the slave's real offset.
+
+In controller mode (a :class:`pocketmq.ha.slave_epochs.SlaveEpochs` is given) each connection opens with the epoch
+handshake: our broker id goes first, the master's epochs come back, our log is cut where the two part (reading
+stopped meanwhile), and only then does our first offset report go out; the epoch file follows the copied data.
 """
 
 from __future__ import annotations
@@ -56,8 +60,9 @@ from pocketmq.common.service import Service
 from pocketmq.ha.config import HAConfig, parse_address
 from pocketmq.ha.errors import HAProtocolError
 from pocketmq.ha.ports import SlaveLog
+from pocketmq.ha.slave_epochs import SlaveEpochs
 from pocketmq.ha.sockets import peer_name, set_nodelay
-from pocketmq.ha.wire import Transfer, TransferDecoder, encode_offset_report
+from pocketmq.ha.wire import Transfer, TransferDecoder, decode_master_handshake, encode_offset_report
 
 log = get_logger("pocketmq.ha.client")
 
@@ -82,14 +87,20 @@ class _MasterLink(asyncio.BufferedProtocol):
     """One connection to the master: the socket reads into the transfer decoder's buffer; each transfer is
     checked, appended and acknowledged, and what one read appended is indexed after."""
 
-    def __init__(self, store: SlaveLog, config: HAConfig, address: str) -> None:
+    def __init__(self, store: SlaveLog, config: HAConfig, address: str, epochs: SlaveEpochs | None = None) -> None:
         self._store = store
+        self._epochs = epochs
+        #: controller mode: done once the master's handshake is applied (our log cut where it must be)
+        self.handshake: asyncio.Future[None] | None = None
+        self._handshake_read = False
         self._file_size = store.config.mapped_file_size_commit_log
         self.address = address
         self.loop = asyncio.get_running_loop()
         self.decoder = TransferDecoder(config.slave_read_buffer_size)
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = self.loop.create_future()
+        if epochs is not None:
+            self.handshake = self.loop.create_future()
         self.last_read_time = self.loop.time()
         self.last_report_time = 0.0
         #: bytes appended on this connection
@@ -126,7 +137,48 @@ class _MasterLink(asyncio.BufferedProtocol):
             self.log.error("bad_data_from_master", error=str(exc))
             self.close()
             return
+        if self.handshake is not None and not self.handshake.done():
+            if not self._handshake_read:
+                self._take_handshake()
+            return
         self._drain()
+
+    def _take_handshake(self) -> None:
+        """Controller mode: parse the master's handshake once it is all here, then cut and adopt (reading
+        stopped until done)."""
+        try:
+            parsed = decode_master_handshake(self.decoder.pending())
+        except ValueError as exc:
+            self.log.error("bad_handshake_from_master", error=str(exc))
+            self.close()
+            return
+        if parsed is None:
+            return
+        epoch, master_max, entries, used = parsed
+        self.decoder.consume(used)
+        self._handshake_read = True
+        self._wait(self._apply_handshake(epoch, master_max, entries))
+
+    async def _apply_handshake(self, epoch: int, master_max: int, entries: list[tuple[int, int]]) -> None:
+        epochs, store = self._epochs, self._store
+        assert epochs is not None and self.handshake is not None
+        try:
+            cut = epochs.plan(entries, master_max, store.max_phy_offset, store.min_phy_offset)
+            if cut is not None:
+                own = store.max_phy_offset
+                if not await store.truncate_commit_log(cut):
+                    raise ValueError(f"the store refused to cut its log at {cut}")
+                self.log.error("commit_log_truncated_to_epoch", offset=cut, max_offset=own, dropped_bytes=own - cut,
+                               master_epoch=epoch)
+            await epochs.adopt(entries, epoch, store.max_phy_offset)
+        except (ValueError, OSError) as exc:
+            self.log.error("epoch_handshake_failed", error=str(exc), master_epoch=epoch)
+            self.close()
+            return
+        self.log.info("epoch_handshake_done", master_epoch=epoch, master_max=master_max,
+                      max_offset=store.max_phy_offset)
+        if not self.handshake.done():
+            self.handshake.set_result(None)
 
     def _drain(self) -> None:
         """Append (and acknowledge) every complete transfer received, then index what they appended. Where the
@@ -160,6 +212,9 @@ class _MasterLink(asyncio.BufferedProtocol):
             return
         if self._store.dispatch_waiting and self._waiter is None:
             self._wait(self._store.prepare_dispatch())
+        epochs = self._epochs
+        if epochs is not None and self._waiter is None and epochs.due(self._store.max_phy_offset):
+            self._wait(epochs.record(self._store.max_phy_offset))
 
     def _wait(self, waiting: Coroutine[Any, Any, None]) -> None:
         """Stop reading until ``waiting`` (the store making room) is done, then go on with what is buffered."""
@@ -220,6 +275,11 @@ class _MasterLink(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
+
+    def send(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
 
     def report(self) -> None:
         """Send the slave's max offset (skipped while the master is not reading)."""
@@ -316,9 +376,11 @@ class HAClient(Service):
     name = "ha-client"
 
     def __init__(self, store: SlaveLog, config: HAConfig, *,
-                 master_address: str | AddressProvider | None = None) -> None:
+                 master_address: str | AddressProvider | None = None, epochs: SlaveEpochs | None = None) -> None:
         super().__init__()
         self._store = store
+        #: controller mode's epoch handshake and file (None: the 4.x protocol)
+        self.epochs = epochs
         self.config = config
         self._provider: AddressProvider | None = None
         self._address: str | None = config.ha_master_address or None
@@ -453,7 +515,8 @@ class HAClient(Service):
         store, config = self._store, self.config
         try:
             async with asyncio.timeout(config.connect_timeout):
-                _transport, link = await loop.create_connection(lambda: _MasterLink(store, config, address), host, port)
+                _transport, link = await loop.create_connection(
+                    lambda: _MasterLink(store, config, address, self.epochs), host, port)
         except (OSError, TimeoutError) as exc:
             self._log.warning("master_connect_failed", master=address, error=str(exc) or type(exc).__name__)
             return None
@@ -471,6 +534,14 @@ class HAClient(Service):
     async def _session(self, link: _MasterLink) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
+        if self.epochs is not None and link.handshake is not None:
+            link.send(self.epochs.hello())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(cfg.ha_housekeeping_interval):
+                    await asyncio.wait([link.handshake, link.closed], return_when=asyncio.FIRST_COMPLETED)
+            if not link.handshake.done():
+                link.log.warning("epoch_handshake_not_answered")
+                return
         link.report()  # the first report is the request: where to start
         while not link.closed.done():
             now = loop.time()

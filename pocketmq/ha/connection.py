@@ -38,6 +38,12 @@
   transport's buffer is above its high-water mark (the slave is not reading), so what is queued per
   slave is bounded.
 
+In controller mode (the hub says ``handshake_required``) the slave's first 16 bytes are the epoch handshake
+(:mod:`pocketmq.ha.wire`): they name its broker id (:attr:`HAConnection.slave_id`, which the SyncStateSet counts) and
+the master answers with its epoch entries before anything else; a connection that does not open with it is closed.
+Whether the slave keeps up is measured as RocketMQ 5 does (``lastCaughtUpTime``): the master notes, as it sends, its
+own max offset and the time; once the slave acknowledges that offset it was caught up as of that time.
+
 A connection ends one way, :meth:`HAConnection.close`, whichever side notices first (a rule broken, the
 slave silent, the socket lost, the sender stopping, shutdown): the sender is woken to stop, the socket is
 aborted, the hub forgets the connection, once.
@@ -46,6 +52,7 @@ aborted, the hub forgets the connection, once.
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -55,13 +62,23 @@ from pocketmq.ha.config import HAConfig
 from pocketmq.ha.errors import InvalidOffsetReportError
 from pocketmq.ha.ports import CommitLogView, ReplicaHub
 from pocketmq.ha.sockets import peer_name, set_nodelay
-from pocketmq.ha.wire import TRANSFER_HEADER, OffsetReportDecoder
+from pocketmq.ha.wire import (
+    SLAVE_HANDSHAKE,
+    TRANSFER_HEADER,
+    HandshakeError,
+    OffsetReportDecoder,
+    decode_slave_handshake,
+)
 
 log = get_logger("pocketmq.ha.connection")
 
 _BURST = 16
 """Transfers sent back to back before yielding to the event loop (a slave catching up on a fast link
 would otherwise keep the loop to itself)."""
+_MARK_EVERY_S = 0.05
+"""How often a sending master notes (its max offset, now) for the caught-up time."""
+_MAX_MARKS = 128
+"""Notes kept per connection (the oldest go first: the caught-up time is then only coarser)."""
 
 
 class ReadSocketService:
@@ -83,12 +100,24 @@ class ReadSocketService:
         self.caught_up_time = 0.0
         #: the slave's first report when it was past the master's recovery point: ignored until it changes
         self._stale_report = -1
+        #: controller mode: the handshake bytes read so far (None once it is done, or in 4.x mode)
+        self._handshake: bytearray | None = None
+        #: (master max offset, loop time) noted while sending: see the module docstring
+        self.marks: collections.deque[tuple[int, float]] = collections.deque(maxlen=_MAX_MARKS)
+
+    def expect_handshake(self) -> None:
+        self._handshake = bytearray()
 
     def on_data(self, data: bytes) -> None:
         """Bytes read from the slave."""
         connection = self._connection
         now = connection.loop.time()
         self.last_read_time = now
+        if self._handshake is not None:
+            rest = self._take_handshake(data)
+            if rest is None:
+                return
+            data = rest
         try:
             offset = self._decoder.feed(data)
         except InvalidOffsetReportError as exc:
@@ -96,6 +125,31 @@ class ReadSocketService:
             return
         if offset is not None:
             self._on_report(offset, now)
+
+    def _take_handshake(self, data: bytes) -> bytes | None:
+        """Collect the slave's handshake; the bytes after it once it is complete (None: not yet, or refused)."""
+        buffer = self._handshake
+        assert buffer is not None
+        need = SLAVE_HANDSHAKE.size - len(buffer)
+        buffer += data[:need]
+        if len(buffer) < SLAVE_HANDSHAKE.size:
+            return None
+        connection = self._connection
+        try:
+            connection.slave_id = decode_slave_handshake(buffer)
+        except HandshakeError as exc:
+            connection.close("bad_handshake", fault=True, error=str(exc))
+            return None
+        self._handshake = None
+        connection.log = connection.log.bind(slave_id=connection.slave_id)
+        connection.send_handshake_reply()
+        rest = data[need:]
+        return rest or None
+
+    def _caught_up_by_marks(self, offset: int) -> None:
+        marks = self.marks
+        while marks and marks[0][0] <= offset:
+            self.caught_up_time = max(self.caught_up_time, marks.popleft()[1])
 
     def _on_report(self, offset: int, now: float) -> None:
         connection = self._connection
@@ -131,6 +185,8 @@ class ReadSocketService:
             self.ack_offset = offset
         if offset >= master_max:
             self.caught_up_time = now
+        elif self.marks:
+            self._caught_up_by_marks(offset)
         self._acknowledged(offset)
 
 
@@ -242,7 +298,10 @@ class WriteSocketService(Service):
             transport.writelines(parts)
             parts.clear()  # the transport keeps what it has not sent yet
             self.sent_offset = offset
-            self.last_write_time = connection.loop.time()
+            now = self.last_write_time = connection.loop.time()
+            marks = connection.read_service.marks
+            if not marks or now - marks[-1][1] >= _MARK_EVERY_S:
+                marks.append((self._commit_log.max_phy_offset, now))
         return sent
 
     async def _stream(self) -> None:
@@ -299,6 +358,8 @@ class HAConnection(asyncio.Protocol):
         self.writable.set()
         self.read_service = ReadSocketService(self, commit_log, hub.acknowledged)
         self.write_service = WriteSocketService(self, commit_log, config)
+        #: controller mode: the slave's broker id from its handshake (-1: none)
+        self.slave_id = -1
 
     # ---------------------------------------------------------------------------------- protocol
 
@@ -313,8 +374,15 @@ class HAConnection(asyncio.Protocol):
             return
         set_nodelay(tcp)
         tcp.set_write_buffer_limits(high=self.high_water, low=self.high_water // 4)
+        if self._hub.handshake_required:
+            self.read_service.expect_handshake()
         self.log.info("slave_connected")
         self.write_service.start()
+
+    def send_handshake_reply(self) -> None:
+        """Controller mode: the master's half of the handshake, before any transfer."""
+        if self.transport is not None and not self.closed:
+            self.transport.write(self._hub.handshake_reply())
 
     def data_received(self, data: bytes) -> None:
         if not self.closed:
@@ -343,6 +411,11 @@ class HAConnection(asyncio.Protocol):
     def is_attached(self) -> bool:
         """Open and the slave has reported at least once: its acknowledgements count."""
         return not self.closed and self.read_service.request_offset >= 0
+
+    @property
+    def caught_up_time(self) -> float:
+        """Loop time as of which the slave held everything the master had (see the module docstring)."""
+        return self.read_service.caught_up_time
 
     # ----------------------------------------------------------------------------------- closing
 

@@ -134,3 +134,12 @@ class ReplicaHub(Protocol[ConnectionT_contra]):
         """A connection's slave acknowledged ``offset``, already validated by the connection (never beyond
         the master's max offset, never backwards, never beyond what it was sent)."""
         ...
+
+    @property
+    def handshake_required(self) -> bool:
+        """Controller mode: slaves open with the epoch handshake."""
+        ...
+
+    def handshake_reply(self) -> bytes:
+        """The master's half of the epoch handshake."""
+        ...

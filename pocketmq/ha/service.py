@@ -17,6 +17,13 @@ what that connection was sent). One slave at the offset is enough, as in RocketM
 closes the watermark is recomputed from the others, so a slave that went away cannot make later puts
 succeed; waits already completed stay completed (their data did reach a slave).
 
+In controller mode (a :class:`pocketmq.ha.sync_state.ControllerReplication` is given) the rules of
+:mod:`pocketmq.ha.sync_state` apply instead: slaves open with the epoch handshake and are taken only while this broker
+is the master, and the watermark is what every SyncStateSet member holds (``allAckInSyncStateSet``) or what the
+``inSyncReplicas - 1``-th best slave holds. :meth:`HAService.step_down` ends everything when the broker stops being
+the master: the slaves are closed and the waiting puts answered SERVICE_NOT_AVAILABLE (a code producers retry
+elsewhere; what the old master stored and no replica confirmed is cut when it follows the new master).
+
 Typical use by a SYNC_MASTER broker::
 
     result = store.append(msg)                                   # after has_room() checks
@@ -37,11 +44,15 @@ from pocketmq.ha.config import HAConfig
 from pocketmq.ha.connection import HAConnection
 from pocketmq.ha.group_transfer import GroupTransferService
 from pocketmq.ha.ports import MasterLog, ReplicaHub
+from pocketmq.ha.sync_state import ControllerReplication
+from pocketmq.ha.wire import encode_master_handshake
 from pocketmq.store import PutMessageStatus
 
 log = get_logger("pocketmq.ha.service")
 
 _NOT_AVAILABLE = PutMessageStatus.SLAVE_NOT_AVAILABLE
+_NO_WAIT = 1 << 62
+"""The watermark when no slave needs to hold a write (every put is replicated 'enough' at once)."""
 
 
 class AcceptSocketService:
@@ -75,9 +86,12 @@ class HAService(ReplicaHub[HAConnection]):
     """Master side of replication (see module docstring). Start with ``await start()``, stop with
     ``await stop()`` before the store shuts down."""
 
-    def __init__(self, commit_log: MasterLog, config: HAConfig) -> None:
+    def __init__(self, commit_log: MasterLog, config: HAConfig, *,
+                 controller: ControllerReplication | None = None) -> None:
         self._commit_log = commit_log
         self.config = config
+        #: controller mode's state (None: the 4.x rules)
+        self.controller = controller
         self._accept = AcceptSocketService(lambda: HAConnection(self, commit_log, config),
                                            config.ha_listen_host, config.ha_listen_port)
         limit = config.ha_housekeeping_interval
@@ -135,8 +149,9 @@ class HAService(ReplicaHub[HAConnection]):
     # ==================================================================== the hub (ReplicaHub)
 
     def register(self, connection: HAConnection) -> bool:
-        """A slave connected; False (it is then closed) when stopping or over ``max_connections``."""
-        if not self._running:
+        """A slave connected; False (it is then closed) when stopping, over ``max_connections`` or (controller
+        mode) while this broker is not the master."""
+        if not self._running or (self.controller is not None and not self.controller.accepting):
             return False
         if len(self.connections) >= self.config.max_connections:
             self._log.warning("slave_refused", peer=connection.address, max_connections=self.config.max_connections)
@@ -147,13 +162,73 @@ class HAService(ReplicaHub[HAConnection]):
     def forget(self, connection: HAConnection) -> None:
         """The connection closed: recompute the watermark without it."""
         self.connections.discard(connection)
-        self._best_ack = max((c.ack_offset for c in self.connections if c.is_attached), default=-1)
+        self._best_ack = self._watermark()
 
     def acknowledged(self, offset: int) -> None:
         """A connection's validated acknowledgement advanced to ``offset``: maybe release waiters."""
+        if self.controller is not None:
+            offset = self._watermark()
         if offset > self._best_ack:
             self._best_ack = offset
             self._group_transfer.notify_transfer(offset)
+
+    @property
+    def handshake_required(self) -> bool:
+        """Controller mode: a slave must open with the epoch handshake."""
+        return self.controller is not None
+
+    def handshake_reply(self) -> bytes:
+        """The master's side of the epoch handshake: its epoch, max offset and epoch entries."""
+        controller = self.controller
+        assert controller is not None
+        return encode_master_handshake(controller.master_epoch, self._commit_log.max_phy_offset,
+                                       controller.handshake_entries())
+
+    def _watermark(self) -> int:
+        """The offset every write up to which is replicated enough (-1: none yet)."""
+        attached = [c for c in self.connections if c.is_attached]
+        controller = self.controller
+        if controller is None:
+            return max((c.ack_offset for c in attached), default=-1)
+        if controller.policy.all_ack_in_sync_state_set:
+            required = controller.required
+            if not required:
+                return _NO_WAIT
+            acks = {m: -1 for m in required}
+            for c in attached:
+                if c.slave_id in acks:
+                    acks[c.slave_id] = max(acks[c.slave_id], c.ack_offset)
+            return min(acks.values())
+        needed = controller.slaves_needed
+        if needed == 0:
+            return _NO_WAIT
+        ranked = sorted((c.ack_offset for c in attached), reverse=True)
+        return ranked[needed - 1] if len(ranked) >= needed else -1
+
+    def sync_state_changed(self) -> None:
+        """The SyncStateSet (or its pending additions) changed: the watermark may move either way."""
+        watermark = self._watermark()
+        moved_up = watermark > self._best_ack
+        self._best_ack = watermark
+        if moved_up:
+            self._group_transfer.notify_transfer(watermark)
+
+    def step_down(self) -> None:
+        """Controller mode: this broker is no longer the master. Close every slave and answer the waiting puts
+        SERVICE_NOT_AVAILABLE (see the module docstring)."""
+        if self.controller is not None:
+            self.controller.accepting = False
+        for connection in list(self.connections):
+            connection.close("master_stepped_down")
+        self._group_transfer.release_all(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        self._best_ack = self._watermark()
+
+    def refusal(self) -> PutMessageStatus | None:
+        """Why a put must be refused before it is stored (controller mode: fewer in-sync replicas than
+        ``minInSyncReplicas``); None when it may go on."""
+        if self.controller is not None and self.controller.too_few_in_sync():
+            return PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
+        return None
 
     def _drop_silent_slaves(self) -> None:
         """Housekeeping: close the connections of slaves silent for longer than ``ha_housekeeping_interval``
@@ -189,9 +264,20 @@ class HAService(ReplicaHub[HAConnection]):
     # =================================================================================== waits
 
     def is_slave_ok(self, end_offset: int) -> bool:
-        """A slave is attached and no further than ``ha_slave_fallbehind_max`` behind ``end_offset``."""
+        """A slave is attached and no further than ``ha_slave_fallbehind_max`` behind ``end_offset`` (controller
+        mode: every slave the write must reach is attached)."""
+        if self.controller is not None and self._running:
+            return self._required_attached()
         return self._running and self._best_ack >= 0 and end_offset - self._best_ack <= \
             self.config.ha_slave_fallbehind_max
+
+    def _required_attached(self) -> bool:
+        controller = self.controller
+        assert controller is not None
+        attached = {c.slave_id for c in self.connections if c.is_attached}
+        if controller.policy.all_ack_in_sync_state_set:
+            return controller.required <= attached
+        return len(attached) >= controller.slaves_needed
 
     def has_room(self) -> bool:
         """False when ``max_waiters`` puts already wait for a replica: the broker should refuse the put
@@ -210,7 +296,8 @@ class HAService(ReplicaHub[HAConnection]):
         when ``max_waiters`` are already waiting). Never raises."""
         if not self.is_slave_ok(end_offset):
             future: asyncio.Future[PutMessageStatus] = asyncio.get_running_loop().create_future()
-            future.set_result(_NOT_AVAILABLE)
+            future.set_result(_NOT_AVAILABLE if self._running or self.controller is None
+                              else PutMessageStatus.SERVICE_NOT_AVAILABLE)
             return future
         return self._group_transfer.wait_for(end_offset, self._best_ack)
 
@@ -238,5 +325,11 @@ class HAService(ReplicaHub[HAConnection]):
             lag_bytes = max(0, max_offset - read.ack_offset)
             lag_ms = 0 if lag_bytes == 0 else int((now - read.caught_up_time) * 1000)
             info[f"haSlave{index}"] = (f"addr={connection.address},ackOffset={read.ack_offset},lagBytes={lag_bytes},"
-                                       f"lagMs={lag_ms},sentOffset={connection.write_service.sent_offset}")
+                                       f"lagMs={lag_ms},sentOffset={connection.write_service.sent_offset}"
+                                       + (f",brokerId={connection.slave_id}" if connection.slave_id >= 0 else ""))
+        controller = self.controller
+        if controller is not None:
+            info["haMasterEpoch"] = str(controller.master_epoch)
+            info["haSyncStateSet"] = ",".join(map(str, sorted(controller.sync_state_set)))
+            info["haSyncStateSetEpoch"] = str(controller.sync_state_set_epoch)
         return info

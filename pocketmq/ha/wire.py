@@ -203,6 +203,17 @@ class TransferDecoder:
         self._view[self._end:self._end + size] = data
         self._end += size
 
+    def pending(self) -> memoryview:
+        """The received bytes not yet decoded (a view; valid until more bytes come)."""
+        return self._view[self._start:self._end]
+
+    def consume(self, size: int) -> None:
+        """Drop ``size`` received bytes decoded by someone else (the controller-mode handshake before the
+        transfers)."""
+        if not 0 <= size <= self._end - self._start:
+            raise ValueError(f"cannot consume {size} of {self._end - self._start} bytes")
+        self._start += size
+
     def next_transfer(self) -> Transfer | None:
         """The next complete transfer, or None until more bytes arrive."""
         start = self._start
@@ -222,3 +233,62 @@ class TransferDecoder:
         self._start = end
         self._expected = from_offset + size
         return Transfer(from_offset, self._view[start + TRANSFER_HEADER_SIZE:end])
+
+
+# ============================================================================== controller mode: the epoch handshake
+
+HANDSHAKE_MAGIC = 0x504D5145
+"""``"PMQE"``: the first word of both handshakes. A 4.x slave's first word is the top of its 8-byte offset report,
+never this value (it would be a commit log of 5.7 EB), so a master tells the two protocols apart."""
+HANDSHAKE_VERSION = 1
+SLAVE_HANDSHAKE = struct.Struct(">IHHq")
+"""Slave -> master, once, first: magic, version, flags (0), the slave's broker id."""
+MASTER_HANDSHAKE = struct.Struct(">IHHiqI")
+"""Master -> slave, once, first: magic, version, flags (0), master epoch, master max offset, entry count; then
+``count`` entries of :data:`EPOCH_ENTRY`."""
+EPOCH_ENTRY = struct.Struct(">iq")
+"""One ``<epoch:int32, startOffset:int64>`` of the master's epoch file."""
+MAX_HANDSHAKE_ENTRIES = 65_536
+"""Most epoch entries a master handshake may carry (the reading side refuses more)."""
+
+
+class HandshakeError(ValueError):
+    """A handshake that is not one (wrong magic or version, too many entries, negative values)."""
+
+
+def encode_slave_handshake(broker_id: int) -> bytes:
+    return SLAVE_HANDSHAKE.pack(HANDSHAKE_MAGIC, HANDSHAKE_VERSION, 0, broker_id)
+
+
+def decode_slave_handshake(data: bytes | bytearray | memoryview) -> int:
+    """The slave's broker id from the first :data:`SLAVE_HANDSHAKE` ``.size`` bytes of ``data``."""
+    magic, version, _flags, broker_id = SLAVE_HANDSHAKE.unpack_from(data)
+    if magic != HANDSHAKE_MAGIC or version != HANDSHAKE_VERSION or broker_id < 0:
+        raise HandshakeError(f"not a PocketMQ epoch handshake (magic {magic:#x}, version {version})")
+    return int(broker_id)
+
+
+def encode_master_handshake(epoch: int, max_offset: int, entries: list[tuple[int, int]]) -> bytes:
+    if len(entries) > MAX_HANDSHAKE_ENTRIES:
+        entries = entries[-MAX_HANDSHAKE_ENTRIES:]  # older ones describe data long deleted
+    head = MASTER_HANDSHAKE.pack(HANDSHAKE_MAGIC, HANDSHAKE_VERSION, 0, epoch, max_offset, len(entries))
+    return head + b"".join(EPOCH_ENTRY.pack(e, s) for e, s in entries)
+
+
+def decode_master_handshake(
+        data: bytes | bytearray | memoryview) -> tuple[int, int, list[tuple[int, int]], int] | None:
+    """(epoch, max offset, entries, bytes used) once ``data`` holds the whole master handshake; None before."""
+    if len(data) < MASTER_HANDSHAKE.size:
+        return None
+    magic, version, _flags, epoch, max_offset, count = MASTER_HANDSHAKE.unpack_from(data)
+    if magic != HANDSHAKE_MAGIC or version != HANDSHAKE_VERSION:
+        raise HandshakeError(f"not a PocketMQ epoch handshake (magic {magic:#x}, version {version})")
+    if count > MAX_HANDSHAKE_ENTRIES or epoch < 0 or max_offset < 0:
+        raise HandshakeError(f"bad master handshake: epoch={epoch} maxOffset={max_offset} entries={count}")
+    end = MASTER_HANDSHAKE.size + count * EPOCH_ENTRY.size
+    if len(data) < end:
+        return None
+    entries = [EPOCH_ENTRY.unpack_from(data, MASTER_HANDSHAKE.size + i * EPOCH_ENTRY.size) for i in range(count)]
+    if any(e < 0 or s < 0 for e, s in entries):
+        raise HandshakeError("negative epoch entry")
+    return epoch, max_offset, [(int(e), int(s)) for e, s in entries], end

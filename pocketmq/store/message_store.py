@@ -30,6 +30,9 @@ is above ``diskSpaceWarningLevelRatio`` (:mod:`pocketmq.store.retention`), the s
 retention run re-checks, and puts are taken again once the reservation succeeds (:mod:`pocketmq.store.disk_guard`).
 
 Recovery runs once, before any of them is used, in a thread of its own.
+
+The module is longer than 600 lines because it is the one facade every other package uses (one door per operation);
+its methods delegate to the collaborators above.
 """
 
 from __future__ import annotations
@@ -280,6 +283,22 @@ class MessageStore:
 
     def _update_writable(self) -> None:
         self._put.writable = self._state is _State.RUNNING and not self._is_slave and self._guard.ok
+
+    def set_role(self, role: BrokerRole) -> None:
+        """Controller mode: the broker became a master (puts are taken) or a slave (refused, and consumer offsets
+        are not corrected on reads). Cheap; call :meth:`cut_partial_tail` before a slave takes writes."""
+        self._is_slave = role is BrokerRole.SLAVE
+        self._reader.is_slave = self._is_slave
+        self._update_writable()
+
+    async def cut_partial_tail(self) -> int:
+        """A slave about to take writes: index everything it copied and cut a record its master's last transfer left
+        half-copied (it ends where its complete records end). Returns the max offset after."""
+        if self._state is _State.RUNNING:
+            await self._reput.finish()
+            if self._reput.offset < self.commit_log.max_offset:
+                await self.truncate_commit_log(self._reput.offset)
+        return self.commit_log.max_offset
 
     @property
     def not_writable_reason(self) -> str | None:

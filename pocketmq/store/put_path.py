@@ -55,6 +55,9 @@ class ReplicaWaiter(Protocol):
         """Already running when returned; PUT_OK once a slave holds ``end_offset``, otherwise
         FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE. Never raises."""
 
+    def refusal(self) -> PutMessageStatus | None:
+        """A status to refuse a waiting put with before it is stored (too few in-sync replicas); None: go on."""
+
 
 _PUT_OK = PutMessageStatus.PUT_OK
 _APPEND_OK = AppendMessageStatus.PUT_OK
@@ -269,8 +272,8 @@ class PutPath:
         log's window have room); otherwise an awaitable of it. A put that would wait when the bound on
         waiting puts is reached is OS_PAGECACHE_BUSY (nothing stored)."""
         wait = msg.wait_store_msg_ok and (self.group_commit is not None or self.replica is not None)
-        if wait and not self._room_to_wait():
-            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
+        if wait and (refused := self._refusal()) is not None:
+            return refused
         result = self._append(msg, False)
         if result is None:
             target = schedule(msg, self._delay_levels) if DELAY_MARKER in msg.properties else msg
@@ -280,8 +283,8 @@ class PutPath:
     def put_batch(self, batch: MessageExtBatch) -> PutOutcome:
         """:meth:`put` for a batch (see :meth:`append_batch` for what a batch may not be)."""
         wait = batch.wait_store_msg_ok and (self.group_commit is not None or self.replica is not None)
-        if wait and not self._room_to_wait():
-            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
+        if wait and (refused := self._refusal()) is not None:
+            return refused
         result = self._append_batch(batch, False)
         if result is None:
             return self._put_later(batch.topic, batch.queue_id, functools.partial(self._append_batch, batch, False),
@@ -291,6 +294,15 @@ class PutPath:
     def has_flush_capacity(self) -> bool:
         """False when the bound on waiting SYNC_FLUSH writers is reached."""
         return self.group_commit is None or self.group_commit.has_room()
+
+    def _refusal(self) -> PutMessageResult | None:
+        """The answer to a put that must wait but may not be stored now: the replica waiter's refusal, or
+        OS_PAGECACHE_BUSY when the bound on waiting puts is reached."""
+        replica = self.replica
+        refused = replica.refusal() if replica is not None else None
+        if refused is not None:
+            return PutMessageResult(refused)
+        return None if self._room_to_wait() else PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
 
     def _room_to_wait(self) -> bool:
         replica = self.replica

@@ -46,14 +46,15 @@ class MessageReader:
     def __init__(self, config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable) -> None:
         self._commit_log = commit_log
         self._find = queues.find
-        self._is_slave = config.broker_role is BrokerRole.SLAVE
+        #: a slave never moves a consumer's offset (the store changes it when controller mode switches roles)
+        self.is_slave = config.broker_role is BrokerRole.SLAVE
         self._max_transfer_count = config.max_transfer_count_on_message_in_memory
         self._max_transfer_bytes = config.max_transfer_bytes_on_message_in_memory
         self._memory_for_hot_data = _total_memory() * config.access_message_in_memory_max_ratio // 100
 
     def _correct(self, old: int, new: int) -> int:
         """RocketMQ's nextOffsetCorrection: a slave never moves a consumer's offset."""
-        return old if self._is_slave else new
+        return old if self.is_slave else new
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int | None,
                      message_filter: MessageFilter | None,

@@ -126,6 +126,13 @@ class Reput:
         if waiting is not None:
             await self._queues.prepare_dispatch(waiting)
 
+    async def finish(self) -> None:
+        """Index every complete record appended, making the consume-queue files it needs on the way."""
+        self.dispatch()
+        while self.waiting is not None:
+            await self.prepare()
+            self.dispatch()
+
     def reset(self, offset: int) -> bool:
         """Drop the whole commit log and start an empty one whose first file begins at ``offset`` (see
         ``MessageStore.reset_commit_log``); False (and nothing changes) unless ``offset`` is a file boundary at
@@ -154,14 +161,16 @@ class Reput:
         return True
 
     def truncate(self, offset: int) -> list[MappedFile] | None:
-        """Cut the log back to ``offset``, the start of a record it holds (see
-        ``MessageStore.truncate_commit_log``): the written bytes from there on are zeroed (later files are
-        returned), the consume-queue units of the records cut are dropped (their files returned too), the
-        queue-offset table is put back, and the next dispatch starts there. None (and nothing changes) for
-        any other offset. It reuses the cuts recovery and an invalid replicated tail make."""
+        """Cut the log back to ``offset``, the start of a record it holds or where its complete records end (a
+        record only partly copied follows; see ``MessageStore.truncate_commit_log``): the written bytes from there
+        on are zeroed (later files are returned), the consume-queue units of the records cut are dropped (their
+        files returned too), the queue-offset table is put back, and the next dispatch starts there. None (and
+        nothing changes) for any other offset. It reuses the cuts recovery and an invalid replicated tail make."""
         commit_log = self._commit_log
         max_offset = commit_log.max_offset
-        if not commit_log.min_offset <= offset < max_offset or commit_log.look_message(offset) is None:
+        if not commit_log.min_offset <= offset < max_offset:
+            return None
+        if offset != self.offset and commit_log.look_message(offset) is None:  # self.offset: a half-copied record
             return None
         removed = commit_log.truncate_written_tail(offset)
         removed += self._queues.truncate(offset)

@@ -25,6 +25,8 @@ class PutMessageStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    #: controller mode: fewer SyncStateSet members than ``minInSyncReplicas`` (nothing stored)
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
 
     @property
     def is_stored(self) -> bool:

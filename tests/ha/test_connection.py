@@ -33,6 +33,12 @@ class FakeHub:
     def acknowledged(self, offset: int) -> None:
         self.acks.append(offset)
 
+    #: the 4.x protocol (controller mode's handshake is tested in tests/ha/test_epochs.py)
+    handshake_required = False
+
+    def handshake_reply(self) -> bytes:
+        raise AssertionError("no handshake in the 4.x protocol")
+
 
 @dataclass(frozen=True)
 class Geometry:
