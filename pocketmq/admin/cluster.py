@@ -12,6 +12,11 @@ file and the exit code), never hidden.
 The effective broker config of each broker (preset file + overrides) is written to
 ``<base-dir>/conf/<name>.properties``, so what ran is on disk next to its store.
 
+A controller-mode preset (``2m-2s-controller``) also has a ``namesrv.properties``: every name server then carries a
+controller, whose peers are the name servers themselves (their ports are chosen before they start, so each knows the
+others'), and the brokers' ``controllerAddr`` names them. Which replica of a group is the master is the controllers'
+decision; the cluster is ready once every group has one master whose SyncStateSet holds every replica running.
+
 :class:`LocalCluster` is the same thing as a library (the demo and the tests use it to kill and restart
 single processes).
 """
@@ -24,6 +29,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -45,6 +51,10 @@ START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
 #: Lines kept per child (for crash reports); output beyond this is still printed, just not kept.
 KEEP_LINES = 200
+#: A preset's name-server file (controller mode): not a broker's.
+NAMESRV_FILE = "namesrv.properties"
+#: ``ChildSpec.role`` of a controller-mode broker: the controllers decide whether it is the master.
+CONTROLLER_ROLE = "CONTROLLER"
 
 
 class ClusterError(Exception):
@@ -93,7 +103,7 @@ def preset_files(conf_dir: Path, preset: str) -> list[Path]:
     if not directory.is_dir():
         known = sorted(p.name for p in conf_dir.iterdir() if p.is_dir()) if conf_dir.is_dir() else []
         raise ClusterError(f"no preset {preset!r} in {conf_dir} (known: {', '.join(known) or 'none'})")
-    files = sorted(directory.glob("*.properties"))
+    files = sorted(p for p in directory.glob("*.properties") if p.name != NAMESRV_FILE)
     if not files:
         raise ClusterError(f"preset {preset!r} has no .properties files")
 
@@ -102,6 +112,18 @@ def preset_files(conf_dir: Path, preset: str) -> list[Path]:
         return (1 if role == "SLAVE" else 0, path.name)
 
     return sorted(files, key=order)
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Ports free on ``host`` now (controllers must know each other's ports before they start)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
@@ -139,6 +161,11 @@ class LocalCluster:
         self.on_crash = on_crash
         self.metrics_base_port = metrics_base_port
         self.files = preset_files(conf_dir, preset)
+        template = conf_dir / preset / NAMESRV_FILE
+        #: controller mode: the name servers' own properties (they carry the controllers)
+        self.namesrv_template = load_properties(template) if template.is_file() else {}
+        self.controller_mode = self.namesrv_template.get("enableControllerInNamesrv") == "true"
+        self._controller_ports: list[int] = []
         self.children: dict[str, Child] = {}
         self.specs: dict[str, ChildSpec] = {}
         self.crashed: list[str] = []
@@ -170,13 +197,22 @@ class LocalCluster:
     def _namesrv_spec(self, index: int) -> ChildSpec:
         name = f"namesrv-{index}"
         port = 0 if self.ephemeral_ports else NAMESRV_BASE_PORT + index
+        props = dict(self.namesrv_overrides)
+        if self.controller_mode:
+            if not self._controller_ports:
+                self._controller_ports = free_ports(self.namesrv_count, self.host) if self.ephemeral_ports else [
+                    NAMESRV_BASE_PORT + i for i in range(self.namesrv_count)]
+            port = self._controller_ports[index]
+            peers = ";".join(f"n{i}-{self.host}:{p}" for i, p in enumerate(self._controller_ports))
+            props = {**self.namesrv_template, "controllerDLegerPeers": peers, "controllerDLegerSelfId": f"n{index}",
+                     "controllerStorePath": str(self.base_dir / name / "controller"), **props}
         kv = self.base_dir / name / "kvConfig.json"
         args = ["-m", "pocketmq.namesrv.main", "--listen", self.host, "--port", str(port), "--kv-config-path", str(kv),
                 "--log-format", self.log_format, *self._metrics_args(index)]
-        if self.namesrv_overrides:
+        if props:
             effective = self.base_dir / "conf" / f"{name}.properties"
             effective.parent.mkdir(parents=True, exist_ok=True)
-            effective.write_text("".join(f"{k}={v}\n" for k, v in self.namesrv_overrides.items()), encoding="utf-8")
+            effective.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
             args += ["-c", str(effective)]
         return ChildSpec(name, "namesrv", args, "NAMESRV READY")
 
@@ -187,6 +223,8 @@ class LocalCluster:
         props["storePathRootDir"] = str(store_dir)
         props["namesrvAddr"] = self.namesrv_addr
         props["brokerIP1"] = self.host
+        if props.get("enableControllerMode") == "true":
+            props["controllerAddr"] = self.namesrv_addr
         if self.ephemeral_ports:
             props["listenPort"] = "0"
             props.pop("haListenPort", None)
@@ -195,9 +233,10 @@ class LocalCluster:
         effective.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
         args = ["-m", "pocketmq.broker.main", "-c", str(effective), "--listen-host", self.host, "--log-format",
                 self.log_format, *self._metrics_args(self.namesrv_count + index)]
+        role = CONTROLLER_ROLE if props.get("enableControllerMode") == "true" else props.get("brokerRole",
+                                                                                                "ASYNC_MASTER")
         return ChildSpec(name, "broker", args, "BROKER READY", broker_name=props.get("brokerName", name),
-                         broker_id=int(props.get("brokerId", "0")), role=props.get("brokerRole", "ASYNC_MASTER"),
-                         store_dir=str(store_dir))
+                         broker_id=int(props.get("brokerId", "0")), role=role, store_dir=str(store_dir))
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -317,7 +356,11 @@ class LocalCluster:
         raise ClusterError(f"brokers not registered in time: {missing}")
 
     async def wait_replicating(self, timeout: float) -> None:
-        """Until each master reports as many attached slaves as it has running (haConnectionCount)."""
+        """Until each master reports as many attached slaves as it has running (haConnectionCount); in controller
+        mode, until each group has one master whose SyncStateSet holds every replica running."""
+        if any(c.spec.role == CONTROLLER_ROLE for c in self.brokers()):
+            await self.wait_in_sync(timeout)
+            return
         slaves: dict[str, int] = {}
         for c in self.brokers():
             if c.spec.role == "SLAVE" and c.alive:
@@ -343,6 +386,51 @@ class LocalCluster:
                     await asyncio.sleep(0.1)
         if pending:
             raise ClusterError(f"slaves not attached in time to: {[m.spec.name for m in pending]}")
+
+    async def masters(self) -> dict[str, Child]:
+        """Controller mode: group -> the running broker that says it is the master (groups without one left out)."""
+        found: dict[str, Child] = {}
+        async with AdminClient(self.namesrv_addrs, timeout=2.0) as admin:
+            for c in self.brokers():
+                if not c.alive:
+                    continue
+                try:
+                    info = await admin.runtime_info(c.addr)
+                except AdminError:
+                    continue
+                if info.get("controllerRole") == "MASTER":
+                    found[c.spec.broker_name] = c
+        return found
+
+    async def wait_in_sync(self, timeout: float) -> None:
+        """Controller mode: until every group has one master whose SyncStateSet counts every replica running."""
+        deadline = time.monotonic() + max(timeout, 0.1)
+        waiting: list[str] = []
+        while time.monotonic() < deadline:
+            waiting = []
+            alive: dict[str, int] = {}
+            for c in self.brokers():
+                if c.alive:
+                    alive[c.spec.broker_name] = alive.get(c.spec.broker_name, 0) + 1
+            masters = await self.masters()
+            async with AdminClient(self.namesrv_addrs, timeout=2.0) as admin:
+                for group, count in alive.items():
+                    master = masters.get(group)
+                    if master is None:
+                        waiting.append(f"{group}: no master")
+                        continue
+                    try:
+                        info = await admin.runtime_info(master.addr)
+                    except AdminError as exc:
+                        waiting.append(f"{group}: {exc}")
+                        continue
+                    members = [m for m in info.get("syncStateSet", "").split(",") if m]
+                    if len(members) < count:
+                        waiting.append(f"{group}: SyncStateSet {members} of {count} replicas")
+            if not waiting:
+                return
+            await asyncio.sleep(0.1)
+        raise ClusterError(f"controller-mode groups not in sync in time: {waiting}")
 
     def signal(self, name: str, sig: int) -> None:
         """Send ``sig`` to one child by PID (SIGKILL/SIGSTOP/SIGCONT for fault drills)."""
@@ -434,8 +522,9 @@ async def run_up(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    namesrv = args.namesrv or (3 if (Path(args.conf_dir) / args.preset / NAMESRV_FILE).is_file() else 2)
     cluster = LocalCluster(
-        args.preset, base_dir=Path(args.base_dir), namesrv_count=args.namesrv, conf_dir=Path(args.conf_dir),
+        args.preset, base_dir=Path(args.base_dir), namesrv_count=namesrv, conf_dir=Path(args.conf_dir),
         ephemeral_ports=args.ephemeral_ports, host=args.host, overrides=parse_overrides(args.set),
         log_format=args.log_format, echo=sys.stdout, metrics_base_port=args.metrics_base_port,
         on_crash=(lambda _c: stop.set()) if args.exit_on_crash else None,
@@ -556,8 +645,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="rmq-cluster", description="run a PocketMQ cluster preset as local processes")
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a preset and keep it running until Ctrl-C / SIGTERM")
-    up.add_argument("--preset", default="2m-2s-sync", help="a directory of conf/ (default 2m-2s-sync)")
-    up.add_argument("--namesrv", type=int, default=2, help="number of name servers (default 2)")
+    up.add_argument("--preset", default="2m-2s-sync", help="a directory of conf/ (default 2m-2s-sync; "
+                    "2m-2s-controller: controller mode, three name servers carrying the controllers)")
+    up.add_argument("--namesrv", type=int, help="number of name servers (default 2; 3 for a controller preset)")
     up.add_argument("--base-dir", default=".rmq-cluster", help="stores, effective configs and the state file")
     up.add_argument("--conf-dir", default=str(DEFAULT_CONF_DIR), help="where the presets are")
     up.add_argument("--host", default="127.0.0.1", help="address to bind and advertise")

@@ -74,6 +74,28 @@ class BrokerConfig:
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None
     # --- end metrics ---
+    # --- controller mode ---
+    #: Controller mode (RocketMQ 5, RIP-44): the controllers decide which replica of the group is the master;
+    #: ``brokerId`` is then this replica's id in the group (>= 1; -1: the controller assigns one) and ``brokerRole``
+    #: is ignored.
+    enable_controller_mode: bool = False
+    #: Every controller, ``host:port;host:port`` (the name servers' addresses when they carry it).
+    controller_addr: str = ""
+    #: How often a broker tells every controller it is alive (ms; RocketMQ's default is 1000).
+    broker_heartbeat_interval: int = 500
+    #: A broker silent this long (ms) is dead for the controllers (RocketMQ's default is 10000).
+    controller_heart_beat_timeout_mills: int = 3000
+    #: How often a broker asks the controller for its group's state (ms; notifications come at once anyway).
+    sync_broker_metadata_period: int = 1000
+    #: How often a master checks whether its SyncStateSet must shrink or grow (ms; RocketMQ's default is 5000).
+    check_sync_state_set_period: int = 1000
+    #: How often a broker asks any controller who leads them (ms).
+    sync_controller_metadata_period: int = 10_000
+    #: Lower wins an election among equally up-to-date replicas.
+    broker_election_priority: int = 2**31 - 1
+    #: How often a slave copies its master's metadata (topics, groups, offsets...; ms). PocketMQ's key.
+    slave_synchronize_interval: int = 10_000
+    # --- end controller mode ---
     #: After an abnormal start, a master's whole wait for the name servers and its slave to take back the
     #: commit-log tail it lost (``broker.tail_recovery``, ms; 0 turns it off).
     ha_tail_recovery_timeout_ms: int = 10_000
@@ -83,9 +105,11 @@ class BrokerConfig:
     ha: HAConfig = field(default_factory=lambda: HAConfig(ha_listen_port=0))
 
     def __post_init__(self) -> None:
-        if self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
+        if self.enable_controller_mode:
+            self._check_controller_mode()
+        elif self.broker_role is not BrokerRole.SLAVE and self.broker_id != 0:
             object.__setattr__(self, "broker_id", 0)  # RocketMQ forces masters to id 0
-        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0:
+        if self.broker_role is BrokerRole.SLAVE and self.broker_id <= 0 and not self.enable_controller_mode:
             raise ValueError("a SLAVE needs brokerId > 0")
         if not 0 <= self.listen_port <= 65535:
             raise ValueError(f"listenPort {self.listen_port} out of range")
@@ -95,6 +119,19 @@ class BrokerConfig:
             raise ValueError("haTailRecoveryTimeoutMs must be >= 0")
         if self.transaction_time_out < 0 or self.transaction_check_max < 0 or self.transaction_check_interval <= 0:
             raise ValueError("transactionTimeOut and transactionCheckMax must be >= 0, transactionCheckInterval > 0")
+
+    def _check_controller_mode(self) -> None:
+        if not self.controller_addr.strip():
+            raise ValueError("enableControllerMode=true needs controllerAddr")
+        if self.broker_id == 0 or self.broker_id < -1:
+            raise ValueError("in controller mode brokerId is this replica's id (>= 1), or -1 to have one assigned")
+        if self.broker_heartbeat_interval <= 0 or self.controller_heart_beat_timeout_mills <= \
+                2 * self.broker_heartbeat_interval:
+            raise ValueError("controllerHeartBeatTimeoutMills must exceed twice brokerHeartbeatInterval")
+        for name in ("sync_broker_metadata_period", "check_sync_state_set_period", "sync_controller_metadata_period",
+                     "slave_synchronize_interval"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
 
     @property
     def is_master(self) -> bool:

@@ -6,6 +6,10 @@ register processors, start serving, register with every name server, then start 
 Stop is the reverse, as the issue asks: stop the background services (one call: they are children of one
 :class:`~pocketmq.common.service.Service`), stop accepting, let in-flight sends finish, flush and close the store,
 unregister.
+
+In controller mode (``enableControllerMode``) the role is the controllers' to decide: the broker starts taking no
+writes and :mod:`pocketmq.broker.controller_mode` (mixed in here) switches it to master or slave when told
+(:mod:`pocketmq.broker.replicas_manager`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import struct
 from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.controller_api import ControllerClient
+from pocketmq.broker.controller_mode import ControllerModeBroker, MasterServiceFactory
 from pocketmq.broker.exporter_metrics import ExporterMetrics
 from pocketmq.broker.filter import ConsumerFilterManager
 from pocketmq.broker.long_polling import PullRequestHoldService
@@ -38,6 +44,7 @@ from pocketmq.broker.processors.admin_stats import AdminStatsProcessor
 from pocketmq.broker.processors.client_manage import ClientManageProcessor
 from pocketmq.broker.processors.commit_log_tail import CommitLogTailProcessor
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
+from pocketmq.broker.processors.controller_mode import ControllerModeProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.query import QueryMessageProcessor
 from pocketmq.broker.processors.send import SendMessageProcessor
@@ -48,6 +55,7 @@ from pocketmq.broker.registration import (
     RegisterResult,
     split_namesrv_addr,
 )
+from pocketmq.broker.replicas_manager import ReplicasManager, identity_path
 from pocketmq.broker.rewind_guard import RewindGuard
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
@@ -63,7 +71,10 @@ from pocketmq.common.record import parse_host_port
 from pocketmq.common.service import Service, on_demand, periodic
 from pocketmq.common.topic_config import PermName
 from pocketmq.ha.client import HAClient
+from pocketmq.ha.epoch_file import EpochFileCache
 from pocketmq.ha.service import HAService
+from pocketmq.ha.slave_epochs import SlaveEpochs
+from pocketmq.ha.sync_state import AckPolicy, ControllerReplication
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -77,7 +88,7 @@ PREPARED_QUEUES_MAX = 64
 """Queues of a newly created topic whose consume-queue files are made at once (see ``_prepare_queues``)."""
 
 
-class BrokerController:
+class BrokerController(ControllerModeBroker):
     """One broker: ``await start()``, ``.addr``, ``await stop()``."""
 
     def __init__(self, config: BrokerConfig) -> None:
@@ -118,6 +129,19 @@ class BrokerController:
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
         self.slave_sync: SlaveSynchronize | None = None
+        # --- controller mode ---
+        self.controllers = ControllerClient(
+            self.client, split_namesrv_addr(config.controller_addr), cluster=config.broker_cluster_name,
+            broker_name=config.broker_name) if config.enable_controller_mode else None
+        self.replicas: ReplicasManager | None = None
+        self.epochs: EpochFileCache | None = None
+        self._send_processor: SendMessageProcessor | None = None
+        self._end_transaction: EndTransactionProcessor | None = None
+        self._pull_processor: PullMessageProcessor | None = None
+        self._master_services: Service | None = None
+        self._master_factories: list[MasterServiceFactory] = []
+        self._role_lock = asyncio.Lock()
+        # --- end controller mode ---
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
         self.last_registration: list[RegisterResult] = []
@@ -164,9 +188,18 @@ class BrokerController:
             return self.ha_service.port
         return self.config.ha.ha_listen_port or self.port + 1
 
+    @property
+    def ha_addr(self) -> str:
+        return f"{self.config.broker_ip1}:{self.ha_port}"
+
     def identity(self) -> BrokerIdentity:
+        replicas = self.replicas
+        if replicas is not None:  # controller mode: brokerId 0 is the master of the newest epoch
+            broker_id = 0 if replicas.role == "MASTER" else replicas.broker_id
+            return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, broker_id, self.addr,
+                                  self.ha_addr, replicas.master_epoch)
         return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, self.config.broker_id,
-                              self.addr, f"{self.config.broker_ip1}:{self.ha_port}")
+                              self.addr, self.ha_addr)
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -174,9 +207,12 @@ class BrokerController:
         await self._start_acl()  # first: a broken ACL file refuses the start before anything is opened
         await self.server.start(serve=False)
         store_config = dataclasses.replace(self.config.store, store_host=self.addr)
+        if self.config.enable_controller_mode:  # no writes until the controllers say this broker is the master
+            store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
         self.store = MessageStore(store_config)
         await self.store.start()
         await asyncio.to_thread(self._load_metadata)
+        await self._load_controller_identity(self.store)
         if self.config.trace_topic_enable:  # RocketMQ: one queue, read and write
             self.topics.create_system_topic(self.config.msg_trace_topic_name, 1,
                                             PermName.PERM_READ | PermName.PERM_WRITE)
@@ -191,6 +227,8 @@ class BrokerController:
             await self.metrics_server.start()
         self._running = True
         await self.register_all()
+        if self.replicas is not None:
+            self.replicas.start()
         if self.slave_sync is not None:
             self._services.add_child(self.slave_sync)
         if self.schedule is not None:
@@ -213,23 +251,25 @@ class BrokerController:
 
     def _register_processors(self, store: MessageStore) -> None:
         handlers: dict[int, Handler] = {}
-        send = SendMessageProcessor(
+        controller_mode = self.config.enable_controller_mode
+        send = self._send_processor = SendMessageProcessor(
             groups=self.groups, store=store, topics=self.topics, broker_name=self.config.broker_name,
             cluster_name=self.config.broker_cluster_name, broker_addr=lambda: self.addr,
-            is_slave=self.config.broker_role is BrokerRole.SLAVE,
+            is_slave=self.config.broker_role is BrokerRole.SLAVE or controller_mode,
             broker_permission=lambda: self.config.broker_permission, region_id=self.config.region_id,
             trace_on=self.config.trace_on, on_stored=self._on_stored if self.metrics else self.stats.on_put,
             transactions=None if self.config.reject_transaction_message else self.transactions,
         )
-        end_transaction = EndTransactionProcessor(self.transactions, broker_name=self.config.broker_name,
-                                                  broker_addr=lambda: self.addr)
+        end_transaction = self._end_transaction = EndTransactionProcessor(
+            self.transactions, broker_name=self.config.broker_name, broker_addr=lambda: self.addr)
+        is_master = self.config.is_master and not controller_mode
         self.consumer_processor = ConsumerManageProcessor(
             store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
-            broker_name=self.config.broker_name, is_master=self.config.is_master, delay_offsets=self.delay_offsets,
+            broker_name=self.config.broker_name, is_master=is_master, delay_offsets=self.delay_offsets,
         )
-        pull = PullMessageProcessor(
+        pull = self._pull_processor = PullMessageProcessor(
             store=store, topics=self.topics, clients=self.clients, offsets=self.offsets, groups=self.groups,
-            hold=self.hold, is_master=self.config.is_master, broker_permission=lambda: self.config.broker_permission,
+            hold=self.hold, is_master=is_master, broker_permission=lambda: self.config.broker_permission,
             slave_read_enable=self.config.slave_read_enable, on_get=self.stats.on_get,
             filters=self.filters, enable_property_filter=self.config.enable_property_filter,
             rewind=self._rewind_guard(store),
@@ -256,6 +296,9 @@ class BrokerController:
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
                           tail, *admin_more):
             handlers.update(processor.handlers())
+        if self.replicas is not None and self.epochs is not None:
+            handlers.update(ControllerModeProcessor(self.replicas, self.epochs, cluster=self.config.broker_cluster_name,
+                                                    broker_name=self.config.broker_name).handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
         for code, handler in handlers.items():
@@ -274,6 +317,9 @@ class BrokerController:
         if not self._running:
             return
         self._running = False
+        if self.replicas is not None:
+            await self.replicas.stop()
+        await self._stop_master_services()
         await self._services.stop()
         await self.server.stop(grace=grace)
         if self.ha_service is not None:
@@ -295,7 +341,7 @@ class BrokerController:
     async def register_all(self) -> list[RegisterResult]:
         results = await self.outer_api.register_broker_all(self.identity(), self.topics.wrapper())
         self.last_registration = results
-        if not self.config.is_master:
+        if not self.config.is_master and self.replicas is None:
             answered = [r for r in results if r.ok]
             if answered:
                 # The name servers tell a slave where its live master is (None while it is down).
@@ -345,10 +391,40 @@ class BrokerController:
 
     # -- replication -----------------------------------------------------------------------------------------
 
+    async def _load_controller_identity(self, store: MessageStore) -> None:
+        """Controller mode: the epoch file, this replica's id, and the manager that will decide the role."""
+        if self.controllers is None:
+            return
+        ha = self.config.ha
+        # an idle follower reports often enough to count as caught up (it leaves the SyncStateSet otherwise)
+        heartbeat = min(ha.ha_send_heartbeat_interval, ha.ha_max_time_slave_not_catchup / 3)
+        ha = ha.replace(ha_send_heartbeat_interval=heartbeat, ha_housekeeping_interval=max(
+            heartbeat * 4, min(ha.ha_housekeeping_interval, ha.ha_max_time_slave_not_catchup)))
+        self.config = dataclasses.replace(self.config, ha=ha)
+        path = ha.store_path_epoch_file or f"{store.config.store_path_root_dir}/epochFileCheckpoint"
+        self.epochs = EpochFileCache(path)
+        await asyncio.to_thread(self.epochs.load)
+        policy = AckPolicy(ha.all_ack_in_sync_state_set, ha.in_sync_replicas, ha.min_in_sync_replicas)
+        replication = ControllerReplication(self.config.broker_id, self.epochs, policy)
+        port = ha.ha_listen_port or (self.port + 1 if self.config.listen_port else 0)
+        self.ha_service = HAService(store, ha.replace(ha_listen_port=port), controller=replication)
+        await self.ha_service.start()  # listening from the start: the controller hands its address out
+        self.replicas = ReplicasManager(self.config, self, self.controllers, self.ha_service, self.epochs,
+                                        identity_path(self.config.store.config_dir))
+        await self.replicas.load_identity()
+
     async def _start_ha(self, store: MessageStore) -> None:
         """Masters listen for slaves on the HA port; slaves replicate from their master and copy its
-        metadata every 10 s."""
+        metadata every 10 s. Controller mode: the HA server already listens; the client waits for a master."""
         ha = self.config.ha
+        if self.replicas is not None and self.epochs is not None:
+            self.ha_client = HAClient(store, ha, epochs=SlaveEpochs(self.replicas.broker_id, self.epochs))
+            self.ha_client.start()
+            self.slave_sync = SlaveSynchronize(
+                client=self.client, master_addr=lambda: self.master_addr, topics=self.topics, offsets=self.offsets,
+                groups=self.groups, delay_offsets=self.delay_offsets,
+                interval=self.config.slave_synchronize_interval / 1000, first_delay=0.5)
+            return
         if self.config.is_master:
             port = ha.ha_listen_port or (self.port + 1 if self.config.listen_port else 0)
             self.ha_service = HAService(store, ha.replace(ha_listen_port=port))
@@ -365,8 +441,9 @@ class BrokerController:
 
     async def _recover_tail(self, store: MessageStore) -> None:
         """A master after an abnormal start takes back from its slave the commit-log tail it lost
-        (broker.tail_recovery), within ``haTailRecoveryTimeoutMs``."""
-        if not self.config.is_master or store.recovered_max is None:
+        (broker.tail_recovery), within ``haTailRecoveryTimeoutMs``. (Controller mode: a restarted master is a new
+        epoch's master or a slave; the epoch handshake does that job.)"""
+        if not self.config.is_master or store.recovered_max is None or self.replicas is not None:
             return
         self.tail_recovery = await TailRecovery(
             store, self.client, self.outer_api.namesrv_addrs, broker_name=self.config.broker_name,
@@ -375,8 +452,10 @@ class BrokerController:
     async def _load_transactions(self, store: MessageStore) -> None:
         """Masters: rebuild the transaction bookkeeping from the half and op queues, then check back with
         producers every ``transactionCheckInterval`` (slaves replicate the queues and never check back)."""
-        if not self.config.is_master:
-            return
+        if self.config.is_master and self.replicas is None:
+            await self._start_transactions(store)
+
+    async def _start_transactions(self, store: MessageStore) -> None:
         c = self.config
         self.transactions = TransactionalMessageService(
             store, self.offsets, born_host=parse_host_port(self.addr),
@@ -388,7 +467,7 @@ class BrokerController:
 
     def _rewind_guard(self, store: MessageStore) -> RewindGuard | None:
         """After an abnormal start of a master: each queue's end as recovery left it (pocketmq.broker.rewind_guard)."""
-        if store.recovered_max is None or not self.config.is_master:
+        if store.recovered_max is None or not self.config.is_master or self.config.enable_controller_mode:
             return None
         return RewindGuard({(topic, queue_id): store.get_max_offset_in_queue(topic, queue_id)
                             for topic, queue_ids in store.topics().items() for queue_id in queue_ids})
@@ -397,12 +476,14 @@ class BrokerController:
         """HA keys, the transaction keys, and ``compiledBuild``: ``cython``, ``pure`` or ``partial`` (see
         :mod:`pocketmq.common.compiled`)."""
         info = {**self._ha_runtime_info(), "compiledBuild": compiled.ACTIVE}
+        if self.replicas is not None:
+            info.update(self.replicas.runtime_info())
         if self.transactions is not None:
             info.update(self.transactions.runtime_info())
         return info
 
     def _ha_runtime_info(self) -> dict[str, str]:
-        if self.ha_service is not None:
+        if self.ha_service is not None and (self.replicas is None or self.replicas.role == "MASTER"):
             return self.ha_service.runtime_info()
         if self.ha_client is not None:
             return {**self.ha_client.runtime_info(), "masterAddr": self.master_addr or ""}
@@ -418,7 +499,7 @@ class BrokerController:
         self.groups.load()
         self.groups.mark_persisted()
         self.delay_offsets.load()
-        if self.config.is_master and self.store is not None:
+        if self.config.is_master and self.store is not None and not self.config.enable_controller_mode:
             self.schedule = ScheduleMessageService(self.store, len(self.config.store.delay_levels_ms),
                                                    self.store.put_message, offsets=self.delay_offsets)
 
@@ -469,6 +550,13 @@ class BrokerController:
         ExporterMetrics(self).register(m)  # rocketmq-exporter's names and labels
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
+        m.gauge("pocketmq_broker_master_epoch", "Controller mode: the master epoch this broker follows or leads", [],
+                lambda: [((), self.replicas.master_epoch)] if self.replicas else [])
+        m.gauge("pocketmq_broker_sync_state_set_size", "Controller mode, on the master: members of its SyncStateSet",
+                [], lambda: [((), len(self.replicas.replication.sync_state_set))]
+                if self.replicas and self.replicas.role == "MASTER" else [])
+        m.gauge("pocketmq_broker_role_changes", "Controller mode: times this broker became master or stopped being it",
+                [], lambda: [((), self.replicas.role_changes)] if self.replicas else [])
         m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "
                 "committed, rolled back, checked back, discarded", ["kind"],
                 lambda: self.transactions.counters.samples() if self.transactions else [])

@@ -46,6 +46,8 @@ class BrokerIdentity:
     broker_id: int
     broker_addr: str
     ha_server_addr: str
+    #: controller mode: the master epoch this broker knows (the name servers list as brokerId 0 only the newest)
+    master_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +84,7 @@ class BrokerOuterAPI:
         body = rd.encode_register_body(rd.RegisterBrokerBody(wrapper, []))
         header = RegisterBrokerRequestHeader(
             me.broker_name, me.broker_addr, me.cluster, me.ha_server_addr, me.broker_id,
-            compressed=False, body_crc32=rd.body_crc32(body),
+            compressed=False, body_crc32=rd.body_crc32(body), master_epoch=me.master_epoch,
         ).to_fields()
         self._last = (header, body)
         return list(await asyncio.gather(*(self._register_one(ns, header, body) for ns in self.namesrv_addrs)))

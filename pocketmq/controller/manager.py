@@ -160,6 +160,9 @@ class ControllerManager:
             first = group.master_id is None and group.master_epoch == 0 and broker_id in group.replicas
             chosen = broker_id if first and prefer is None else elect_master(
                 group, self.heartbeats, self.now, prefer=prefer, unclean=self.config.enable_elect_unclean_master)
+            if broker_id is not None and broker_id == group.master_id and prefer is None:
+                # the master itself asks: it restarted, and must not write under the epoch it had before
+                return await self._commit_election(group, broker_id, planned=False)
             if chosen is not None and chosen == group.master_id:
                 return ElectOutcome(ResponseCode.CONTROLLER_MASTER_STILL_EXIST,
                                     f"the master {chosen} of {name} is still alive", group)
@@ -177,14 +180,18 @@ class ControllerManager:
                 fenced = await self.fence_master(group)
                 if fenced is not None:
                     return ElectOutcome(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED, fenced, group)
-            result = await self.propose(event("elect", name=name, master=chosen, epoch=group.master_epoch))
-            if not result.get("ok"):
-                return ElectOutcome(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED, str(result.get("error")), group)
-            self.elections += 1
-            self.switchovers += planned
-            self.log.info("master_elected", group=name, master=chosen, epoch=group.master_epoch, planned=planned)
-            self.notify(name)
-            return ElectOutcome(ResponseCode.SUCCESS, "", self.replicas.groups.get(name))
+            return await self._commit_election(group, chosen, planned=planned)
+
+    async def _commit_election(self, group: BrokerReplicaInfo, chosen: int, *, planned: bool) -> ElectOutcome:
+        name = group.broker_name
+        result = await self.propose(event("elect", name=name, master=chosen, epoch=group.master_epoch))
+        if not result.get("ok"):
+            return ElectOutcome(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED, str(result.get("error")), group)
+        self.elections += 1
+        self.switchovers += planned
+        self.log.info("master_elected", group=name, master=chosen, epoch=group.master_epoch, planned=planned)
+        self.notify(name)
+        return ElectOutcome(ResponseCode.SUCCESS, "", self.replicas.groups.get(name))
 
     async def fence_master(self, group: BrokerReplicaInfo) -> str | None:
         """A planned switchover: ask the master to stop taking writes at its epoch and answer once every member of

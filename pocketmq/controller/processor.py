@@ -196,7 +196,7 @@ class ControllerRequestProcessor:
             group = groups.get(name)
             if group is None:
                 continue
-            replicas = [{"brokerName": name, "brokerId": i, "brokerAddress": r.address,
+            replicas = [{"brokerName": name, "brokerId": i, "brokerAddress": r.address, "haAddress": r.ha_address,
                          "alive": self.manager.heartbeats.is_alive(name, i, now)}
                         for i, r in sorted(group.replicas.items())]
             table[name] = {"masterBrokerId": group.master_id, "masterAddress": group.master_address,

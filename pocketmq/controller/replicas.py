@@ -119,10 +119,12 @@ class ReplicasInfoManager:
             group = self.groups[name] = BrokerReplicaInfo(str(e["cluster"]), name)
         replica = group.replicas.get(broker_id)
         code = str(e.get("code", ""))
-        if replica is not None and replica.register_check_code and code and replica.register_check_code != code:
+        # ``address;token``: the token names the replica (its store); the address may change between restarts
+        if replica is not None and replica.register_check_code and code and \
+                replica.register_check_code.rpartition(";")[2] != code.rpartition(";")[2]:
             return {"ok": False, "error": f"broker id {broker_id} of {name} belongs to another broker"}
-        group.replicas[broker_id] = Replica(str(e["addr"]), str(e.get("ha", "")), code or (
-            replica.register_check_code if replica else ""))
+        group.replicas[broker_id] = Replica(str(e["addr"]), str(e.get("ha") or (replica.ha_address if replica else "")),
+                                            code or (replica.register_check_code if replica else ""))
         return {"ok": True}
 
     def _address(self, e: dict[str, Any]) -> dict[str, Any]:

@@ -55,6 +55,17 @@ class HAConfig:
     """Slave: first pause before reconnecting; doubles after each attempt that made no progress."""
     reconnect_backoff_max: float = 5.0
     """Slave: cap on that pause (RocketMQ retries every 5 s)."""
+    # --- controller mode (RocketMQ 5's keys) ---
+    all_ack_in_sync_state_set: bool = False
+    """A write is acknowledged once every SyncStateSet member holds it (then ``in_sync_replicas`` is not used)."""
+    in_sync_replicas: int = 1
+    """Without ``all_ack_in_sync_state_set``: replicas (the master included) that must hold a write."""
+    min_in_sync_replicas: int = 1
+    """A SyncStateSet smaller than this refuses writes (IN_SYNC_REPLICAS_NOT_ENOUGH, nothing stored)."""
+    ha_max_time_slave_not_catchup: float = 15.0
+    """A SyncStateSet member that has not caught up with the master for this long is removed from it."""
+    store_path_epoch_file: str = ""
+    """The epoch file (empty: ``<storePathRootDir>/epochFileCheckpoint``)."""
 
     def __post_init__(self) -> None:
         _check(0 <= self.ha_listen_port <= 65535, "ha_listen_port must be a TCP port")
@@ -65,7 +76,8 @@ class HAConfig:
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.reconnect_backoff_max >= self.reconnect_backoff_initial,
                "reconnect_backoff_max must be at least reconnect_backoff_initial")
-        for name in ("ha_slave_fallbehind_max", "max_connections", "max_waiters", "write_buffer_high_water"):
+        for name in ("ha_slave_fallbehind_max", "max_connections", "max_waiters", "write_buffer_high_water",
+                     "in_sync_replicas", "min_in_sync_replicas", "ha_max_time_slave_not_catchup"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         if self.ha_master_address:
             parse_address(self.ha_master_address)
@@ -93,8 +105,13 @@ PROPERTY_NAMES: dict[str, tuple[str, str]] = {
     "haHousekeepingInterval": ("ha_housekeeping_interval", "ms"),
     "haSlaveFallbehindMax": ("ha_slave_fallbehind_max", "int"),
     "slaveTimeout": ("slave_timeout", "ms"),
+    "allAckInSyncStateSet": ("all_ack_in_sync_state_set", "bool"),
+    "inSyncReplicas": ("in_sync_replicas", "int"),
+    "minInSyncReplicas": ("min_in_sync_replicas", "int"),
+    "haMaxTimeSlaveNotCatchup": ("ha_max_time_slave_not_catchup", "ms"),
+    "storePathEpochFile": ("store_path_epoch_file", "str"),
 }
-"""RocketMQ property name -> (HAConfig field, kind: ``int``, ``str`` or ``ms`` for milliseconds)."""
+"""RocketMQ property name -> (HAConfig field, kind: ``int``, ``str``, ``bool`` or ``ms`` for milliseconds)."""
 
 
 def parse_address(address: str) -> tuple[str, int]:

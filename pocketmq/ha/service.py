@@ -224,9 +224,11 @@ class HAService(ReplicaHub[HAConnection]):
         self._best_ack = self._watermark()
 
     def refusal(self) -> PutMessageStatus | None:
-        """Why a put must be refused before it is stored (controller mode: fewer in-sync replicas than
-        ``minInSyncReplicas``); None when it may go on."""
-        if self.controller is not None and self.controller.too_few_in_sync():
+        """Why a put must be refused before it is stored; None when it may go on. Controller mode: fewer in-sync
+        replicas than ``minInSyncReplicas``, or a slave the write must reach is not connected (a member that died,
+        or the new master of an epoch this broker has not heard of yet): the producer retries elsewhere rather than
+        get a stored-but-not-replicated answer for a write the next master may not hold."""
+        if self.controller is not None and (self.controller.too_few_in_sync() or not self._required_attached()):
             return PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
         return None
 

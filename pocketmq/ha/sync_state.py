@@ -7,11 +7,10 @@ changes it as the controller decides (role, epoch, SyncStateSet). The rules:
 * a slave must open with the epoch handshake (:mod:`pocketmq.ha.wire`); it is refused while this broker is not the
   master (``accepting`` False);
 * ``allAckInSyncStateSet=true``: a write is acknowledged once every member of the SyncStateSet other than the master
-  holds it (the *required* set; at once when the master is alone in it); a member not connected makes the write
-  SLAVE_NOT_AVAILABLE at once (stored on the master, not acknowledged); otherwise ``inSyncReplicas - 1`` slaves,
+  holds it (the *required* set; at once when the master is alone in it); otherwise ``inSyncReplicas - 1`` slaves,
   any of them, are enough (``inSyncReplicas`` 1: no wait);
-* fewer SyncStateSet members than ``minInSyncReplicas`` refuses the write before it is stored
-  (IN_SYNC_REPLICAS_NOT_ENOUGH);
+* fewer SyncStateSet members than ``minInSyncReplicas``, or a slave the write must reach not connected, refuses the
+  write before it is stored (IN_SYNC_REPLICAS_NOT_ENOUGH, which producers retry on another broker);
 * a member the master asks the controller to add counts as required *from the moment it asks*
   (:attr:`ControllerReplication.pending`), a member it asks to remove until the controller agreed: the set the master
   waits for is never smaller than the one the controller may elect from, so a new master always holds every write the

@@ -11,7 +11,7 @@ Bodies are JSON objects (fastjson-style, as RocketMQ's ``RemotingSerializable``)
   "syncStateSet": [brokerId...]}``;
 * ``BrokerReplicasInfo`` — ``{"replicasInfoTable": {brokerName: {"masterBrokerId", "masterAddress", "masterEpoch",
   "syncStateSetEpoch", "inSyncReplicas": [ReplicaIdentity], "notInSyncReplicas": [...]}}}`` with
-  ``ReplicaIdentity`` = ``{"brokerName", "brokerId", "brokerAddress", "alive"}``;
+  ``ReplicaIdentity`` = ``{"brokerName", "brokerId", "brokerAddress", "alive"}`` (and ``haAddress``, an extension);
 * ``EpochEntryCache`` — ``{"clusterName", "brokerName", "brokerId", "epochList": [{"epoch", "startOffset",
   "endOffset"}], "maxOffset"}`` (the last entry's ``endOffset`` is Java's ``Long.MAX_VALUE``).
 """

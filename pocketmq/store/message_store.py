@@ -121,6 +121,7 @@ class MessageStore:
         #: after an abnormal start, the log's max offset right after recovery (see ha.connection); else None
         self.recovered_max: int | None = None
         self._cut: asyncio.Future[list[MappedFile]] | None = None  # a slave's truncation being made durable
+        self._fenced: str | None = None  # controller mode: why this master takes no writes for now
 
     # =================================================================================== lifecycle
 
@@ -282,13 +283,19 @@ class MessageStore:
             yield from cq.queue.files
 
     def _update_writable(self) -> None:
-        self._put.writable = self._state is _State.RUNNING and not self._is_slave and self._guard.ok
+        self._put.writable = self._state is _State.RUNNING and not self._is_slave and self._guard.ok and \
+            self._fenced is None
 
     def set_role(self, role: BrokerRole) -> None:
         """Controller mode: the broker became a master (puts are taken) or a slave (refused, and consumer offsets
         are not corrected on reads). Cheap; call :meth:`cut_partial_tail` before a slave takes writes."""
         self._is_slave = role is BrokerRole.SLAVE
         self._reader.is_slave = self._is_slave
+        self._update_writable()
+
+    def set_fenced(self, reason: str | None) -> None:
+        """Controller mode: refuse puts (SERVICE_NOT_AVAILABLE with ``reason``) while a reason is set."""
+        self._fenced = reason
         self._update_writable()
 
     async def cut_partial_tail(self) -> int:
@@ -308,6 +315,8 @@ class MessageStore:
         disk = self._guard.reason()
         if disk is not None:
             return disk
+        if self._fenced is not None:
+            return self._fenced
         if self._is_slave:
             return "the store is a slave's"
         return "the store is not running"

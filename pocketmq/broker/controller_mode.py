@@ -1,0 +1,180 @@
+"""``ControllerModeBroker``: the part of :class:`pocketmq.broker.controller.BrokerController` that controller mode adds
+(RocketMQ 5's ``ReplicasManager.changeToMaster`` / ``changeToSlave`` on the broker's side).
+
+A controller-mode broker starts like a slave that takes no writes: its HA server listens (refusing slaves), its HA
+client has no master yet, its master-only services do not run. The :class:`~pocketmq.broker.replicas_manager.
+ReplicasManager` then calls
+
+* :meth:`ControllerModeBroker.become_master`, in this order: stop copying; when the previous master still answers (a
+  planned switchover) copy its metadata one last time; cut a half-copied record; append ``<epoch, max offset>`` to the
+  epoch file; start the master's services (delayed delivery, transaction check-backs, whatever was registered with
+  :meth:`ControllerModeBroker.add_master_service`) over state rebuilt from the log (transactions); take slaves; take
+  writes; register with the name servers as brokerId 0 of the epoch;
+* :meth:`ControllerModeBroker.become_slave`: refuse writes at once; drop the slaves and answer their waiting puts
+  (SERVICE_NOT_AVAILABLE, retried by producers); stop the master's services; follow the new master (the replication
+  handshake cuts what this log holds past where the two agree) and copy its metadata; register as a slave.
+
+Role changes are serialized (one lock), and every step that touches the disk runs off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.controller_api import GroupState
+from pocketmq.broker.metadata import DelayOffsets
+from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
+from pocketmq.broker.processors.pull import PullMessageProcessor
+from pocketmq.broker.processors.send import SendMessageProcessor
+from pocketmq.broker.replicas_manager import ReplicasManager
+from pocketmq.broker.schedule import ScheduleMessageService
+from pocketmq.broker.slave_sync import SlaveSynchronize
+from pocketmq.broker.transaction.check import TransactionalMessageCheckService
+from pocketmq.broker.transaction.end import EndTransactionProcessor
+from pocketmq.broker.transaction.service import TransactionalMessageService
+from pocketmq.common.logs import get_logger
+from pocketmq.common.service import Service
+from pocketmq.ha.client import HAClient
+from pocketmq.ha.epoch_file import Epoch, EpochFileCache
+from pocketmq.ha.service import HAService
+from pocketmq.store.message_store import MessageStore
+
+__all__ = ["ControllerModeBroker", "MasterServiceFactory"]
+
+log = get_logger("pocketmq.broker.controller_mode")
+
+MasterServiceFactory = Callable[[MessageStore], Service]
+"""Builds a service that runs only while this broker is the master (given the store), started on every takeover."""
+
+FINAL_SYNC_TIMEOUT = 1.5
+"""How long a new master tries to copy the previous master's metadata one last time (it answers only when alive)."""
+
+
+class ControllerModeBroker:
+    """Mixed into BrokerController (see the module docstring); the attributes below are the broker's."""
+
+    config: BrokerConfig
+    store: MessageStore | None
+    ha_service: HAService | None
+    ha_client: HAClient | None
+    slave_sync: SlaveSynchronize | None
+    replicas: ReplicasManager | None
+    epochs: EpochFileCache | None
+    transactions: TransactionalMessageService | None
+    schedule: ScheduleMessageService | None
+    delay_offsets: DelayOffsets
+    master_addr: str | None
+    master_ha_addr: str | None
+    _send_processor: SendMessageProcessor | None
+    _end_transaction: EndTransactionProcessor | None
+    _pull_processor: PullMessageProcessor | None
+    consumer_processor: ConsumerManageProcessor
+    transaction_check: TransactionalMessageCheckService | None
+    _master_services: Service | None
+    _master_factories: list[MasterServiceFactory]
+    _role_lock: asyncio.Lock
+
+    async def register_all(self) -> object:
+        raise NotImplementedError  # the broker's
+
+    async def _start_transactions(self, store: MessageStore) -> None:
+        raise NotImplementedError  # the broker's
+
+    @property
+    def is_controller_master(self) -> bool:
+        return self.replicas is not None and self.replicas.role == "MASTER"
+
+    def add_master_service(self, factory: MasterServiceFactory) -> None:
+        """Run ``factory(store)``'s service while this broker is the master (POP revive, timer... register here)."""
+        self._master_factories.append(factory)
+
+    def set_writes_fenced(self, reason: str | None) -> None:
+        if self.store is not None:
+            self.store.set_fenced(reason)
+
+    def max_phy_offset(self) -> int:
+        return self.store.max_phy_offset if self.store is not None else 0
+
+    # ================================================================================================ roles
+
+    async def become_master(self, state: GroupState, previous_master: str | None) -> None:
+        store, ha_service, epochs = self.store, self.ha_service, self.epochs
+        assert store is not None and ha_service is not None and epochs is not None
+        async with self._role_lock:
+            store.set_role(BrokerRole.SLAVE)
+            if self.ha_client is not None:
+                self.ha_client.update_master_address(None)
+            if previous_master and self.slave_sync is not None:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(FINAL_SYNC_TIMEOUT):
+                        await self.slave_sync.sync_all(previous_master)
+            max_offset = await store.cut_partial_tail()
+            await asyncio.to_thread(epochs.append, Epoch(state.master_epoch, max_offset))
+            await self._start_master_services(store)
+            self._set_processor_roles(master=True)
+            self.master_addr = self.master_ha_addr = None
+            replication = ha_service.controller
+            assert replication is not None
+            replication.accepting = True
+            ha_service.sync_state_changed()
+            store.set_replica_waiter(ha_service)
+            store.set_fenced(None)
+            store.set_role(BrokerRole.SYNC_MASTER)
+            log.warning("took_over_as_master", epoch=state.master_epoch, start_offset=max_offset,
+                        sync_state_set=sorted(replication.sync_state_set))
+        await self.register_all()
+
+    async def become_slave(self, state: GroupState) -> None:
+        store, ha_service = self.store, self.ha_service
+        assert store is not None and ha_service is not None
+        async with self._role_lock:
+            store.set_role(BrokerRole.SLAVE)
+            store.set_replica_waiter(None)
+            ha_service.step_down()
+            await self._stop_master_services()
+            self._set_processor_roles(master=False)
+            self.master_addr = state.master_address
+            self.master_ha_addr = state.master_ha_address
+            if self.ha_client is not None:
+                self.ha_client.update_master_address(state.master_ha_address)
+            if self.slave_sync is not None and state.master_address:
+                self.slave_sync.trigger()
+            log.warning("following_master", epoch=state.master_epoch, master=state.master_address)
+        await self.register_all()
+
+    async def _start_master_services(self, store: MessageStore) -> None:
+        await self._stop_master_services()
+        group = Service(name="broker-master")
+        await self._start_transactions(store)
+        if self.transaction_check is not None:
+            group.add_child(self.transaction_check)
+        self.schedule = ScheduleMessageService(store, len(self.config.store.delay_levels_ms), store.put_message,
+                                               offsets=self.delay_offsets)
+        group.add_child(self.schedule)
+        for factory in self._master_factories:
+            group.add_child(factory(store))
+        self._master_services = group
+        group.start()
+
+    async def _stop_master_services(self) -> None:
+        group, self._master_services = self._master_services, None
+        if group is not None:
+            await group.stop()
+        self.schedule = None
+        self.transactions = None
+        self.transaction_check = None
+
+    def _set_processor_roles(self, *, master: bool) -> None:
+        if self._send_processor is not None:
+            self._send_processor.is_slave = not master
+            if not self.config.reject_transaction_message:
+                self._send_processor.transactions = self.transactions if master else None
+        if self._end_transaction is not None:
+            self._end_transaction.service = self.transactions if master else None
+        if self._pull_processor is not None:
+            self._pull_processor.is_master = master
+        self.consumer_processor.is_master = master
+
