@@ -19,6 +19,9 @@ decision; the cluster is ready once every group has one master whose SyncStateSe
 
 :class:`LocalCluster` is the same thing as a library (the demo and the tests use it to kill and restart
 single processes).
+
+The module is longer than 600 lines because the launcher, its readiness checks (for both replication modes) and the
+three commands over its state file belong together.
 """
 
 from __future__ import annotations

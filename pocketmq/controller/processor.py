@@ -9,6 +9,7 @@ caller goes there. A heartbeat is recorded by every controller; the leader's ans
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -46,6 +47,9 @@ RUNTIME_KEYS = frozenset({"enableElectUncleanMaster", "notifyBrokerRoleChanged"}
 """What UPDATE_CONTROLLER_CONFIG may change while running."""
 MAX_NAMES = 4096
 """Broker names one CONTROLLER_GET_SYNC_STATE_DATA may ask for."""
+SERVE_WAIT_STEPS = 50
+SERVE_WAIT_STEP_S = 0.02
+"""A leader with a decision being applied answers a read after it (at most 50 x 20 ms), not CONTROLLER_NOT_LEADER."""
 
 
 def _group_body(group: BrokerReplicaInfo) -> bytes:
@@ -77,6 +81,17 @@ class ControllerRequestProcessor:
         }
 
     # =============================================================================================== helpers
+
+    async def _servable(self) -> bool:
+        """True when this leader may answer from its state: at once, or after what it accepted is applied (a
+        decision being committed; bounded); False on a follower."""
+        for _attempt in range(SERVE_WAIT_STEPS):
+            if self.node.can_serve():
+                return True
+            if not self.node.is_leader:
+                return False
+            await asyncio.sleep(SERVE_WAIT_STEP_S)
+        return False
 
     def _not_leader(self, req: RemotingCommand) -> RemotingCommand:
         leader = self.node.leader_address
@@ -115,7 +130,7 @@ class ControllerRequestProcessor:
 
     async def get_next_broker_id(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         header = GetNextBrokerIdRequestHeader.from_command(req)
-        if not self.node.can_serve():
+        if not await self._servable():
             return self._not_leader(req)
         group = self.manager.replicas.groups.get(header.broker_name)
         fields = GetNextBrokerIdResponseHeader(header.cluster_name, header.broker_name,
@@ -161,9 +176,9 @@ class ControllerRequestProcessor:
 
     # ============================================================================================== reads
 
-    def get_replica_info(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def get_replica_info(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         header = GetReplicaInfoRequestHeader.from_command(req)
-        if not self.node.can_serve():
+        if not await self._servable():
             return self._not_leader(req)
         group = self.manager.replicas.groups.get(header.broker_name)
         if group is None:
@@ -180,8 +195,8 @@ class ControllerRequestProcessor:
                                            config.controller_d_leger_peers)
         return req.response(ResponseCode.SUCCESS, ext_fields=header.to_fields())
 
-    def get_sync_state_data(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
-        if not self.node.can_serve():
+    async def get_sync_state_data(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if not await self._servable():
             return self._not_leader(req)
         try:
             names = decode_body(req.body or b"[]") if req.body else []
@@ -241,7 +256,7 @@ class ControllerRequestProcessor:
 
     async def elect_master(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         header = ElectMasterRequestHeader.from_command(req)
-        if not self.node.can_serve():
+        if not await self._servable():
             return self._not_leader(req)
         prefer = header.broker_id if header.designate_elect and header.broker_id > 0 else None
         broker_id = header.broker_id if header.broker_id > 0 and prefer is None else None
@@ -263,7 +278,7 @@ class ControllerRequestProcessor:
 
     async def clean_broker_data(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         header = CleanControllerBrokerDataRequestHeader.from_command(req)
-        if not self.node.can_serve():
+        if not await self._servable():
             return self._not_leader(req)
         ids_text = (header.broker_controller_ids_to_clean or "").strip()
         try:
