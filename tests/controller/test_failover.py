@@ -180,13 +180,14 @@ async def test_planned_switchover_fails_no_send_and_the_sync_state_set_shrinks_a
             async def members() -> list[int]:
                 data = await sync_state_data(admin, cluster.namesrv_addrs, ["broker-a"])
                 return sorted(r["brokerId"] for r in data["broker-a"]["inSyncReplicas"])
-            await eventually(lambda: _eq(members(), [follower.spec.broker_id]), timeout=30, message="shrunk")
+            async def shrunk() -> bool:
+                return await members() == [follower.spec.broker_id]
+
+            async def grown() -> bool:
+                return await members() == [1, 2]
+            await eventually(shrunk, timeout=30, message="shrunk")
             thaw(cluster, old.spec.name)
-            await eventually(lambda: _eq(members(), sorted([1, 2])), timeout=30, message="grown back")
-
-
-async def _eq(value: object, expected: object) -> bool:
-    return await value == expected  # type: ignore[misc]
+            await eventually(grown, timeout=30, message="grown back")
 
 
 async def test_controllers_lose_a_minority_then_a_majority(tmp_path: Path) -> None:
