@@ -278,14 +278,16 @@ class BrokerController(ControllerModeBroker):
             store=store, topics=self.topics, offsets=self.offsets, groups=self.groups, clients=self.clients,
             stats=self.stats, broker_name=self.config.broker_name, broker_addr=lambda: self.addr)
         admin_more = (
-            AdminGroupsProcessor(groups=self.groups, offsets=self.offsets), self.admin_stats,
+            AdminGroupsProcessor(groups=self.groups, offsets=self.offsets,
+                                 on_changed=self.replicate_metadata if controller_mode else None), self.admin_stats,
             AdminClientsProcessor(store=store, topics=self.topics, clients=self.clients, offsets=self.offsets,
                                   broker_name=self.config.broker_name),
             AdminConfigProcessor(get_config=lambda: self.config, set_config=self._set_config, topics=self.topics,
                                  groups=self.groups, broker_addr=lambda: self.addr, register_now=self.register_all),
         )
+        register_now = self._register_and_replicate if controller_mode else self.register_all
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
-                                     role=lambda: self.config.broker_role.name, register_now=self.register_all,
+                                     role=lambda: self.config.broker_role.name, register_now=register_now,
                                      extra_runtime_info=self._extra_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
                                                       on_group_changed=self.consumer_processor.notify_ids_changed,
@@ -296,6 +298,8 @@ class BrokerController(ControllerModeBroker):
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
                           tail, *admin_more):
             handlers.update(processor.handlers())
+        if self.slave_sync is not None and controller_mode:
+            handlers.update(self.slave_sync.handlers())
         if self.replicas is not None and self.epochs is not None:
             handlers.update(ControllerModeProcessor(self.replicas, self.epochs, cluster=self.config.broker_cluster_name,
                                                     broker_name=self.config.broker_name).handlers())

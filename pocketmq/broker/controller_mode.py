@@ -40,6 +40,10 @@ from pocketmq.common.service import Service
 from pocketmq.ha.client import HAClient
 from pocketmq.ha.epoch_file import Epoch, EpochFileCache
 from pocketmq.ha.service import HAService
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import PocketMQError
 from pocketmq.store.message_store import MessageStore
 
 __all__ = ["ControllerModeBroker", "MasterServiceFactory"]
@@ -51,12 +55,15 @@ MasterServiceFactory = Callable[[MessageStore], Service]
 
 FINAL_SYNC_TIMEOUT = 1.5
 """How long a new master tries to copy the previous master's metadata one last time (it answers only when alive)."""
+METADATA_PUSH_TIMEOUT = 3.0
+"""How long a master waits for an in-sync slave to copy a metadata change."""
 
 
 class ControllerModeBroker:
     """Mixed into BrokerController (see the module docstring); the attributes below are the broker's."""
 
     config: BrokerConfig
+    client: RemotingClient
     store: MessageStore | None
     ha_service: HAService | None
     ha_client: HAClient | None
@@ -97,6 +104,29 @@ class ControllerModeBroker:
 
     def max_phy_offset(self) -> int:
         return self.store.max_phy_offset if self.store is not None else 0
+
+    async def _register_and_replicate(self) -> None:
+        """A topic changed by an administrator: the name servers learn it, and the in-sync slaves copy it."""
+        await self.register_all()
+        await self.replicate_metadata()
+
+    async def replicate_metadata(self) -> None:
+        """On the master: ask each in-sync slave to copy the metadata now and wait for them (bounded); a slave that
+        does not answer in time copies it at its next round (see :mod:`pocketmq.broker.slave_sync`)."""
+        replicas = self.replicas
+        if replicas is None or replicas.role != "MASTER" or replicas.state is None:
+            return
+        members = replicas.replication.sync_state_set - {replicas.broker_id}
+        addresses = [replicas.state.replicas[m][0] for m in members if m in replicas.state.replicas]
+        request = RemotingCommand.request
+
+        async def one(address: str) -> None:
+            try:
+                await self.client.invoke(address, request(RequestCode.SYNC_BROKER_METADATA_NOW), METADATA_PUSH_TIMEOUT)
+            except PocketMQError as exc:
+                log.warning("metadata_push_failed", slave=address, error=str(exc))
+
+        await asyncio.gather(*(one(a) for a in addresses if a))
 
     # ================================================================================================ roles
 

@@ -8,6 +8,8 @@ broker's 5 s metadata loop whenever its data version moved (and at stop).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from pocketmq.broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager
 from pocketmq.common.errors import FieldFormatError
 from pocketmq.common.logs import get_logger
@@ -46,9 +48,12 @@ def parse_group_config(raw: object) -> SubscriptionGroupConfig | str:
 
 
 class AdminGroupsProcessor:
-    def __init__(self, *, groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager) -> None:
+    def __init__(self, *, groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager,
+                 on_changed: Callable[[], Awaitable[object]] | None = None) -> None:
         self.groups = groups
         self.offsets = offsets
+        #: awaited after a change, before the answer (controller mode: the in-sync slaves copy it first)
+        self.on_changed = on_changed
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -56,7 +61,7 @@ class AdminGroupsProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
         }
 
-    def update_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def update_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
             raw = rd.decode_body(bytes(req.body or b""), req.serialize_type)
         except rd.BodyDecodeError as exc:
@@ -69,13 +74,17 @@ class AdminGroupsProcessor:
         except OverflowError as exc:
             return req.response(ResponseCode.SYSTEM_ERROR, str(exc))
         log.info("subscription_group_updated", group=config.group_name, by=conn.remote_addr)
+        if self.on_changed is not None:
+            await self.on_changed()
         return req.response(ResponseCode.SUCCESS)
 
-    def delete_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def delete_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = DeleteSubscriptionGroupRequestHeader.from_command(req)
         removed = self.groups.delete(h.group_name)
         if h.remove_offset:
             self.offsets.remove_group(h.group_name)
         log.info("subscription_group_deleted", group=h.group_name, existed=removed is not None,
                  offsets_removed=h.remove_offset, by=conn.remote_addr)
+        if self.on_changed is not None:
+            await self.on_changed()
         return req.response(ResponseCode.SUCCESS)
