@@ -18,6 +18,8 @@ WORKLOADS = {
     "tx": ("pocketmq.bench.tx_bench", "transactional sends beside plain ones, and the latency a commit adds"),
     "spark": ("pocketmq.bench.spark_bench",
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
+    "failover": ("pocketmq.bench.failover_bench",
+                 "controller mode: SIGKILL/SIGSTOP of a master to the first SEND_OK on the new one, over many rounds"),
     "compare": ("pocketmq.bench.compare.cli",
                 "PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ; writes docs/perf/compare-results.md"),
 }

@@ -166,14 +166,22 @@ class ControllerModeBroker:
             ha_service.step_down()
             await self._stop_master_services()
             self._set_processor_roles(master=False)
-            self.master_addr = state.master_address
-            self.master_ha_addr = state.master_ha_address
-            if self.ha_client is not None:
-                self.ha_client.update_master_address(state.master_ha_address)
-            if self.slave_sync is not None and state.master_address:
-                self.slave_sync.trigger()
+            self.follow(state)
             log.warning("following_master", epoch=state.master_epoch, master=state.master_address)
         await self.register_all()
+
+    def follow(self, state: GroupState) -> None:
+        """As a slave: copy from the master ``state`` names (cheap when it is the one followed already)."""
+        ha = state.master_ha_address
+        if ha is None and state.master_address is not None and state.master_address == self.master_addr:
+            ha = self.master_ha_addr  # an answer that names the master without its HA address
+        changed = (self.master_addr, self.master_ha_addr) != (state.master_address, ha)
+        self.master_addr = state.master_address
+        self.master_ha_addr = ha
+        if self.ha_client is not None:
+            self.ha_client.update_master_address(ha)
+        if changed and self.slave_sync is not None and state.master_address:
+            self.slave_sync.trigger()
 
     async def _start_master_services(self, store: MessageStore) -> None:
         await self._stop_master_services()

@@ -72,6 +72,8 @@ class RoleHost(Protocol):
 
     async def become_slave(self, state: GroupState) -> None: ...
 
+    def follow(self, state: GroupState) -> None: ...
+
     def set_writes_fenced(self, reason: str | None) -> None: ...
 
 
@@ -203,6 +205,8 @@ class ReplicasManager:
                 self._new_sync_state_set(state)
             elif state.master_epoch == self.master_epoch and self.role == "UNDECIDED":
                 await self._new_epoch(state)
+            elif state.master_epoch == self.master_epoch and self.role == "SLAVE":
+                self.host.follow(state)  # an address the first answer lacked, or one that changed
 
     async def _new_epoch(self, state: GroupState) -> None:
         if state.master_id == self.broker_id:

@@ -123,7 +123,7 @@ class ControllerRequestProcessor:
         if group is None or not self.node.can_serve():
             return req.response(ResponseCode.SUCCESS)
         fields = BrokerHeartbeatResponseHeader(group.master_id, group.master_address, group.master_epoch,
-                                               group.sync_state_set_epoch).to_fields()
+                                               group.sync_state_set_epoch, group.master_ha_address).to_fields()
         return req.response(ResponseCode.SUCCESS, ext_fields=fields, body=_group_body(group))
 
     # ======================================================================================= registration
@@ -270,7 +270,7 @@ class ControllerRequestProcessor:
         if group is None:
             return req.response(outcome.code, outcome.remark)
         fields = ElectMasterResponseHeader(group.master_id, group.master_address, group.master_epoch,
-                                           group.sync_state_set_epoch).to_fields()
+                                           group.sync_state_set_epoch, group.master_ha_address).to_fields()
         body = encode_body({"brokerMemberGroup": {"cluster": group.cluster, "brokerName": group.broker_name,
                                                   "brokerAddrs": {i: r.address for i, r in group.replicas.items()}},
                             "syncStateSet": sorted(group.sync_state_set)})

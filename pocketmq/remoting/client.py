@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
 from pocketmq.remoting.errors import RemotingConnectError
 from pocketmq.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+
+MAX_LOST = 1024
+"""Addresses remembered as lost at once (for :meth:`RemotingClient.silent_peers`)."""
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -47,6 +51,8 @@ class RemotingClient:
         self._handlers: dict[int, Handler] = {}
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
+        #: address -> when its connection closed, or could not be made (bounded: :data:`MAX_LOST`)
+        self._lost: dict[str, float] = {}
         self._closed = False
 
     def register(self, code: int, handler: Handler) -> None:
@@ -91,6 +97,23 @@ class RemotingClient:
     def addresses(self) -> list[str]:
         return [a for a, c in self._connections.items() if not c.is_closed]
 
+    def silent_peers(self, threshold: float, lost_within: float = 0.0) -> set[str]:
+        """Addresses that have left a request of ours unanswered, saying nothing at all, for over ``threshold``
+        seconds (a frozen or cut-off peer; see :meth:`Connection.unanswered_for`), and those whose connection closed
+        or could not be made less than ``lost_within`` seconds ago."""
+        silent = {a for a, c in self._connections.items() if not c.is_closed and c.unanswered_for() > threshold}
+        if lost_within > 0 and self._lost:
+            now = time.monotonic()
+            silent.update(a for a, at in self._lost.items() if now - at < lost_within and a not in self._connections)
+        return silent
+
+    def _note_lost(self, addr: str) -> None:
+        lost = self._lost
+        if len(lost) >= MAX_LOST:
+            for old in sorted(lost, key=lost.__getitem__)[:MAX_LOST // 2]:
+                del lost[old]
+        lost[addr] = time.monotonic()
+
     async def close(self) -> None:
         self._closed = True
         conns = list(self._connections.values())
@@ -123,6 +146,7 @@ class RemotingClient:
             # uvloop may return before connection_made has run: wait for it.
             await asyncio.wait_for(conn.made, self.connect_timeout)
         except (TimeoutError, OSError) as exc:
+            self._note_lost(addr)
             raise RemotingConnectError(f"cannot connect to {addr}: {exc or 'timeout'}") from None
         self._connections[addr] = conn
         return conn
@@ -130,3 +154,5 @@ class RemotingClient:
     def _forget(self, addr: str, conn: Connection) -> None:
         if self._connections.get(addr) is conn:
             del self._connections[addr]
+            if not self._closed:
+                self._note_lost(addr)

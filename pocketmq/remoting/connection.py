@@ -223,6 +223,18 @@ class Connection(asyncio.Protocol):
         """Requests from the peer being processed by handlers right now."""
         return len(self._tasks)
 
+    def unanswered_for(self) -> float:
+        """Seconds the peer has been silent while a request of ours waits for it: since the later of its last bytes
+        and the sending of the oldest request still waiting (0 when none waits). A scan of the waiting requests:
+        for a once-a-second watch, not a hot path."""
+        pending = self._pending
+        if not pending:
+            return 0.0
+        now = self._loop.time()
+        sent = min((deadline - timeout for deadline, opaque, timeout in self._deadlines if opaque in pending),
+                   default=now)
+        return max(0.0, now - max(self.last_activity, sent))
+
     def send(self, cmd: RemotingCommand) -> None:
         """Queue one frame; it leaves with the next coalesced write."""
         if self._transport is None:

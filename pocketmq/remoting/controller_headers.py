@@ -80,6 +80,7 @@ class BrokerHeartbeatResponseHeader(CommandHeader):
     master_address: str | None = None
     master_epoch: int | None = None
     sync_state_set_epoch: int | None = None
+    master_ha_address: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,6 +112,8 @@ class ElectMasterResponseHeader(CommandHeader):
     master_address: str | None = None
     master_epoch: int | None = None
     sync_state_set_epoch: int | None = None
+    #: extension: the master's HA address
+    master_ha_address: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ import structlog
 import uvloop
 
 from pocketmq.bench.common import Child, create_topic, local_cluster, wait_for_route, wait_idle
+from pocketmq.bench.compare.proc import free_port
 from pocketmq.bench.compare.target import Target, Unavailable
 from pocketmq.bench.compare.workload import (
     Budget,
@@ -248,6 +249,74 @@ def start_sync_master(workdir: Path) -> PocketServer:
     return PocketServer(stack, namesrv, [master_addr], children, [slave])
 
 
+def _controller_broker_properties(workdir: Path, broker_id: int, controller: str) -> Path:
+    conf = workdir / f"broker-{broker_id}.properties"
+    conf.write_text(
+        f"brokerClusterName=DefaultCluster\nbrokerName={BROKER_NAME}\nbrokerId={broker_id}\n"
+        f"enableControllerMode=true\ncontrollerAddr={controller}\nallAckInSyncStateSet=true\n"
+        f"haMaxTimeSlaveNotCatchup=3000\nflushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n"
+        f"defaultTopicQueueNums={QUEUES}\nstorePathRootDir={workdir / f'store-{broker_id}'}\n"
+    )
+    return conf
+
+
+async def _in_sync_master(brokers: list[str], timeout: float) -> str | None:
+    """The broker that is the master with both replicas in its SyncStateSet."""
+    client = RemotingClient()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for addr in brokers:
+                with contextlib.suppress(Exception):
+                    response = await client.invoke(
+                        addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 3.0)
+                    table = json.loads(bytes(response.body or b""))["table"]
+                    if table.get("controllerRole") == "MASTER" and len(table.get("syncStateSet", "").split(",")) == 2:
+                        return addr
+            await asyncio.sleep(0.2)
+        return None
+    finally:
+        await client.close()
+
+
+def start_controller_master(workdir: Path) -> PocketServer:
+    """Controller mode: a name server carrying the controller, and two replicas of one group with
+    allAckInSyncStateSet (a send is answered once the in-sync slave holds it, as SYNC_MASTER's)."""
+    quiet_logs()
+    stack = contextlib.ExitStack()
+    children: list[Child] = []
+    stack.callback(shutil.rmtree, workdir / "pocketmq-controller", ignore_errors=True)
+    stack.callback(_stop_all, children)
+    base = workdir / "pocketmq-controller"
+    base.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    ns_conf = base / "namesrv.properties"
+    ns_conf.write_text(f"enableControllerInNamesrv=true\ncontrollerDLegerPeers=n0-127.0.0.1:{port}\n"
+                       f"controllerDLegerSelfId=n0\ncontrollerStorePath={base / 'controller'}\n")
+    try:
+        ns = Child([sys.executable, "-m", "pocketmq.namesrv.main", "--listen", "127.0.0.1", "-c", str(ns_conf),
+                    "--kv-config-path", str(base / "kv" / "kvConfig.json"), "--log-format", "json",
+                    "--log-level", "WARNING"], "NAMESRV READY")
+        children.append(ns)
+        ns.wait_ready()
+        namesrv = f"127.0.0.1:{port}"
+        brokers = []
+        for broker_id in (1, 2):
+            child = _broker_child(_controller_broker_properties(base, broker_id, namesrv), namesrv)
+            children.append(child)
+            brokers.append((child, child.wait_ready()))
+        master_addr = uvloop.run(_in_sync_master([addr for _c, addr in brokers], 60.0))
+        if master_addr is None:
+            raise RuntimeError("no master with an in-sync slave within 60 s")
+        for child, _addr in brokers:
+            wait_idle(child)
+    except RuntimeError as exc:
+        stack.close()
+        raise Unavailable("failed to start", str(exc)) from None
+    slaves = [child for child, addr in brokers if addr != master_addr]
+    return PocketServer(stack, namesrv, [master_addr], children, slaves)
+
+
 def pocketmq_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -260,4 +329,6 @@ def pocketmq_version() -> str:
 TARGETS = (
     Target("pocketmq", "PocketMQ ASYNC_MASTER", False, start_async_master, pocketmq_version),
     Target("pocketmq-sync", "PocketMQ SYNC_MASTER+slave", False, start_sync_master, pocketmq_version),
+    Target("pocketmq-controller", "PocketMQ controller mode, allAckInSyncStateSet, 1 in-sync slave", False,
+           start_controller_master, pocketmq_version),
 )

@@ -40,7 +40,7 @@ from pocketmq.client.core.errors import MQClientError
 from pocketmq.client.core.message_ext import MessageDecodeError, decode_messages
 from pocketmq.client.core.route_refresher import RouteRefresher
 from pocketmq.client.core.route_table import MAX_TOPICS, RouteTable
-from pocketmq.client.core.route_watch import WATCH_INTERVAL, MasterWatch
+from pocketmq.client.core.route_watch import FAST_FOR, SUSPECT_AFTER, SUSPECT_INTERVAL, WATCH_INTERVAL, MasterWatch
 from pocketmq.common.logs import get_logger
 from pocketmq.common.message import MessageConst
 from pocketmq.common.service import Service, periodic
@@ -134,6 +134,7 @@ class MQClientInstance:
                                           self.send_heartbeat_to_all))
         self._master_watch = MasterWatch()
         self._services.add_child(periodic("client-route-watch", WATCH_INTERVAL, self.watch_routes))
+        self._services.add_child(periodic("client-suspect-watch", SUSPECT_INTERVAL, self.watch_suspects))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self.log = log.bind(client_id=self.client_id)
@@ -314,6 +315,19 @@ class MQClientInstance:
                 if (route := self.routes.subscribe_route(topic)) is not None}
         for topic in list(self._master_watch.topics_to_refresh(held, self._loop.time())):
             self.refresher.request(topic, publish=False)
+
+    def watch_suspects(self) -> None:
+        """Ask again, often, for every held route whose master leaves a request unanswered or went away lately
+        (:mod:`pocketmq.client.core.route_watch`): a replaced master is found within a fraction of a second."""
+        if self._loop is None:
+            return
+        held = {topic: route for topic in list(self.routes.route_table)
+                if (route := self.routes.subscribe_route(topic)) is not None}
+        suspects = self.remoting.silent_peers(SUSPECT_AFTER, lost_within=FAST_FOR)
+        fast = set(MasterWatch.topics_naming(held, suspects))
+        fast.update(self._master_watch.topics_lately_missing(held, self._loop.time()))
+        for topic in sorted(fast):
+            self.refresher.request(topic, publish=False, min_interval=SUSPECT_INTERVAL)
 
     async def refresh_all_routes(self) -> None:
         """Refresh every topic held and every subscribed one once, then rebuild the broker tables (what the

@@ -113,15 +113,16 @@ class RouteRefresher:
         except TimeoutError:
             raise NoNameServerError(f"route lookup of {topic} did not finish within {timeout * 1000:.0f} ms") from None
 
-    def request(self, topic: str, *, publish: bool) -> None:
-        """Refresh in the background after a failure, at most every ``min_refresh_interval`` per topic and
-        kind (a producer's requests and a consumer's do not hold each other back)."""
+    def request(self, topic: str, *, publish: bool, min_interval: float | None = None) -> None:
+        """Refresh in the background after a failure, at most every ``min_refresh_interval`` (or ``min_interval``)
+        per topic and kind (a producer's requests and a consumer's do not hold each other back)."""
         if self._closed or self._loop is None:
             return
         now = self._loop.time()
         key = (topic, publish)
         last = self._last_on_demand.get(key)
-        if last is not None and now - last < self.config.min_refresh_interval:
+        limit = self.config.min_refresh_interval if min_interval is None else min_interval
+        if last is not None and now - last < limit:
             return
         if len(self._last_on_demand) >= MAX_TOPICS:
             self._last_on_demand.clear()

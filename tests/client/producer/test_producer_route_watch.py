@@ -9,6 +9,7 @@ broker-b back within the test's bound.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
@@ -17,6 +18,9 @@ from pathlib import Path
 from pocketmq.client import Message, MessageQueue, Producer
 from pocketmq.client.core.errors import MQClientError
 from pocketmq.client.core.route_watch import MasterWatch
+from pocketmq.remoting.client import RemotingClient
+from pocketmq.remoting.codes import RequestCode
+from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.route import BrokerData, TopicRouteData
 from tests.client.consumer.consumer_support import cluster, create_topic, instance_name
 from tests.cluster import start_broker
@@ -78,3 +82,47 @@ def test_master_watch_asks_while_a_group_seen_lately_lacks_its_master() -> None:
     assert list(watch.topics_to_refresh({"T": _route("a", "b")}, 63.0)) == []
     assert list(watch.topics_to_refresh({"U": _route("a")}, 64.0)) == []          # T forgotten with its route
     assert list(watch.topics_to_refresh({"T": _route()}, 65.0)) == []             # T is new again: nothing seen
+
+
+def test_master_watch_asks_while_a_master_leaves_requests_unanswered() -> None:
+    """A frozen master is still registered: its silence on a request is what makes the route be asked for again."""
+    routes = {"T": _route("a", "b"), "U": _route("a")}
+    assert list(MasterWatch.topics_naming(routes, {"127.0.0.1:9"})) == []
+    assert list(MasterWatch.topics_naming(routes, {"127.0.0.1:10912"})) == ["T"]
+    assert list(MasterWatch.topics_naming(routes, set())) == []
+
+
+def test_master_watch_asks_often_while_a_master_went_away_lately() -> None:
+    watch = MasterWatch(watch_for=60.0)
+    assert list(watch.topics_lately_missing({"T": _route("a", "b")}, 1.0, within=5.0)) == []
+    assert list(watch.topics_lately_missing({"T": _route("a")}, 2.0, within=5.0)) == ["T"]
+    assert list(watch.topics_lately_missing({"T": _route("a")}, 7.0, within=5.0)) == []  # then at the 1 s pace
+
+
+async def test_a_silent_peer_is_named_once_a_request_waits_longer_than_the_threshold() -> None:
+    """A server that reads requests and never answers: its connection shows the wait; when it hangs up, its
+    address is named as lost for a while."""
+    hang_up = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1 << 16)
+        await hang_up.wait()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    client = RemotingClient()
+    try:
+        assert client.silent_peers(0.1) == set()
+        waiting = asyncio.ensure_future(client.invoke(address, RemotingCommand.request(RequestCode.HEART_BEAT), 3.0))
+        await eventually(lambda: address in client.silent_peers(0.2), timeout=3)
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        hang_up.set()
+        await eventually(lambda: address in client.silent_peers(60.0, lost_within=5.0), timeout=3)
+        assert address not in client.silent_peers(60.0)
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
