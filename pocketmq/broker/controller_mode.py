@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.controller_api import GroupState
+from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.metadata import DelayOffsets
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
@@ -75,6 +76,7 @@ class ControllerModeBroker:
     delay_offsets: DelayOffsets
     master_addr: str | None
     master_ha_addr: str | None
+    hold: PullRequestHoldService
     _send_processor: SendMessageProcessor | None
     _end_transaction: EndTransactionProcessor | None
     _pull_processor: PullMessageProcessor | None
@@ -149,6 +151,7 @@ class ControllerModeBroker:
             replication = ha_service.controller
             assert replication is not None
             replication.accepting = True
+            ha_service.on_confirmed = self._confirmed
             ha_service.sync_state_changed()
             store.set_replica_waiter(ha_service)
             store.set_fenced(None)
@@ -163,12 +166,20 @@ class ControllerModeBroker:
         async with self._role_lock:
             store.set_role(BrokerRole.SLAVE)
             store.set_replica_waiter(None)
+            ha_service.on_confirmed = None
             ha_service.step_down()
+            store.set_read_fence(None)  # a slave serves what it holds
             await self._stop_master_services()
             self._set_processor_roles(master=False)
             self.follow(state)
             log.warning("following_master", epoch=state.master_epoch, master=state.master_address)
         await self.register_all()
+
+    def _confirmed(self, offset: int) -> None:
+        """The master's confirm offset moved: consumers may read up to it now (see :mod:`pocketmq.store.reader`)."""
+        if self.store is not None:
+            self.store.set_read_fence(offset)
+        self.hold.notify_confirmed(offset)
 
     def follow(self, state: GroupState) -> None:
         """As a slave: copy from the master ``state`` names (cheap when it is the one followed already)."""

@@ -6,6 +6,10 @@ wakes every parked pull of that queue whose offset is now below the queue's max 
 filter accepts the new message; a parked pull that nobody wakes is released at its deadline and
 re-run once. Parked pulls are bounded; a pull beyond the bound is answered at once.
 
+In controller mode a read stops at the confirm offset (what every in-sync replica holds); a pull that found only
+records past it is parked with that record's commit-log offset and woken as soon as the confirm offset passes it
+(:meth:`PullRequestHoldService.notify_confirmed`, a heap: nothing scanned per acknowledgement).
+
 A parked SQL92 pull also has a record filter: the arriving message is read back (once per arrival, only when
 such a pull waits on its queue) and wakes the pull only if its properties match, so a stream of messages the
 consumer does not want never turns its long poll into a string of empty answers.
@@ -14,6 +18,8 @@ consumer does not want never turns its long poll into a string of empty answers.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +44,9 @@ class PullRequestHoldService:
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
         self._count = 0
         self._read_record: RecordReader | None = None
+        #: (commit-log offset the pull waits to be confirmed, seq, pull): controller mode's fenced pulls
+        self._fenced: list[tuple[int, int, HeldPull]] = []
+        self._seq = itertools.count()
 
     def set_record_reader(self, reader: RecordReader) -> None:
         """How the wake-up reads an arriving message back for a parked pull's record filter."""
@@ -51,7 +60,8 @@ class PullRequestHoldService:
         return self._count < self.max_held
 
     def park(self, topic: str, queue_id: int, offset: int, timeout: float,
-             message_filter: MessageFilter | None, record_filter: RecordFilter | None = None) -> asyncio.Future[bool]:
+             message_filter: MessageFilter | None, record_filter: RecordFilter | None = None,
+             fenced_at: int = -1) -> asyncio.Future[bool]:
         """Park a pull at once; the result resolves True when a matching message arrives past ``offset``,
         False when ``timeout`` passes.
 
@@ -67,7 +77,17 @@ class PullRequestHoldService:
         self._held.setdefault(key, []).append(held)
         self._count += 1
         held.future.add_done_callback(lambda _: self._release(key, held))
+        if fenced_at >= 0:
+            heapq.heappush(self._fenced, (fenced_at, next(self._seq), held))
         return held.future
+
+    def notify_confirmed(self, offset: int) -> None:
+        """Controller mode: the confirm offset reached ``offset``; wake the pulls that waited for it."""
+        fenced = self._fenced
+        while fenced and fenced[0][0] < offset:
+            held = heapq.heappop(fenced)[2]
+            if not held.future.done():
+                held.future.set_result(True)
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int) -> None:
         """Store arrival listener: wake the parked pulls this message satisfies."""

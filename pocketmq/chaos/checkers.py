@@ -15,6 +15,11 @@
 * :func:`check_availability` — per fault, the longest time without a SEND_OK while it lasted, and how long
   after it healed the first SEND_OK came; the longest gap of the whole run.
 * :func:`check_latency` — end-to-end latency (send start to first delivery) percentiles per time bucket.
+* :func:`check_epochs` — controller mode: each SEND_OK's epoch, from the epoch file of the broker that stored it;
+  an epoch in which two brokers acknowledged (two masters at once), and acknowledgements past the end of their
+  epoch in the group's final history (a fork the next master does not hold).
+* :func:`check_failover` — controller mode: per fault on a master, the time to the first SEND_OK stored by another
+  replica of the group (the new master).
 
 Positions are read from the master when it could be read and from the slave otherwise.
 """
@@ -39,7 +44,7 @@ from pocketmq.chaos.events import (
 )
 
 __all__ = ["check_all", "check_availability", "check_consistency", "check_delivery", "check_duplicates",
-           "check_latency", "check_loss", "check_order", "percentile"]
+           "check_epochs", "check_failover", "check_latency", "check_loss", "check_order", "percentile"]
 
 #: How many example ids a checker lists (the counts are complete).
 EXAMPLES = 5
@@ -269,6 +274,72 @@ def check_latency(history: History, bucket: float = 10.0) -> dict[str, Any]:
             "max_ms": round(every[-1], 1) if every else 0.0, "over_time": rows}
 
 
+def _epoch_of(entries: Sequence[tuple[int, int]], offset: int) -> int | None:
+    """The epoch whose range holds ``offset`` in a broker's epoch entries (sorted by start)."""
+    index = bisect_right([start for _epoch, start in entries], offset) - 1
+    return entries[index][0] if index >= 0 else None
+
+
+def _final_histories(history: History) -> dict[str, list[tuple[int, int]]]:
+    """Per group, the longest epoch history read from its members (the last master's, in practice)."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for group, entries in history.epochs.values():
+        if not out.get(group) or (entries and entries[-1][0] > out[group][-1][0]):
+            out[group] = sorted(entries, key=lambda e: e[1])
+    return out
+
+
+def check_epochs(history: History) -> dict[str, Any]:
+    """Two masters acknowledging in one epoch, and acknowledgements past their epoch's end (see the module
+    docstring). Nothing to check without epoch files (not controller mode)."""
+    if not history.epochs:
+        return {"checked": 0, "two_masters": 0, "past_epoch_end": 0, "unknown_epoch": 0, "examples": []}
+    finals = _final_histories(history)
+    ackers: dict[tuple[str, int], set[str]] = defaultdict(set)
+    past_end: list[str] = []
+    unknown = checked = 0
+    for s in history.sends:
+        if not s.ok or not s.store_addr or s.commit_offset < 0:
+            continue
+        known = history.epochs.get(s.store_addr)
+        epoch = _epoch_of(known[1], s.commit_offset) if known else None
+        if known is None or epoch is None:
+            unknown += 1
+            continue
+        checked += 1
+        group = known[0]
+        ackers[(group, epoch)].add(s.store_addr)
+        final = finals.get(group, [])
+        starts = [i for i, (e, _start) in enumerate(final) if e == epoch]
+        if not starts or (starts[0] + 1 < len(final) and s.commit_offset >= final[starts[0] + 1][1]):
+            past_end.append(s.msg_id)
+    doubled = {f"{group} epoch {epoch}": sorted(addrs) for (group, epoch), addrs in ackers.items() if len(addrs) > 1}
+    return {"checked": checked, "two_masters": len(doubled), "two_masters_examples": dict(list(doubled.items())[:5]),
+            "past_epoch_end": len(past_end), "examples": _examples(past_end), "unknown_epoch": unknown,
+            "epochs_seen": len(ackers)}
+
+
+def check_failover(history: History) -> dict[str, Any]:
+    """Per fault on a master: seconds from the fault to the first SEND_OK its group got from another replica."""
+    oks = sorted((s.end, s.broker, s.store_addr) for s in history.sends if s.ok and s.store_addr)
+    per_fault: list[dict[str, Any]] = []
+    for f in history.faults:
+        if not f.injected or not f.group or not f.old_master:
+            continue
+        first = next((end for end, group, addr in oks if end >= f.start and group == f.group
+                      and addr != f.old_master), None)
+        per_fault.append({"kind": f.kind, "group": f.group, "start": round(f.start, 3),
+                          "failover_s": None if first is None else round(first - f.start, 3)})
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for row in per_fault:
+        if row["failover_s"] is not None:
+            by_kind[row["kind"]].append(row["failover_s"])
+    summary = {kind: {"count": len(v), "p50_s": round(percentile(sorted(v), 50), 3), "max_s": round(max(v), 3)}
+               for kind, v in sorted(by_kind.items())}
+    return {"per_fault": per_fault, "by_kind": summary,
+            "no_new_master": sum(1 for r in per_fault if r["failover_s"] is None)}
+
+
 def faults_by_kind(faults: Iterable[FaultEvent]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = defaultdict(lambda: {"injected": 0, "skipped": 0})
     for f in faults:
@@ -281,4 +352,5 @@ def check_all(history: History) -> dict[str, Any]:
             "delivery": check_delivery(history), "consistency": check_consistency(history),
             "order": check_order(history), "availability": check_availability(history),
             "latency": check_latency(history), "faults": faults_by_kind(history.faults),
+            "epochs": check_epochs(history), "failover": check_failover(history),
             "skipped_faults": sorted({f"{f.kind}: {f.skipped}" for f in history.faults if f.skipped})}

@@ -21,7 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pocketmq.admin.cluster import ChildSpec, LocalCluster
+from pocketmq.admin.api import AdminClient, AdminError
+from pocketmq.admin.cluster import START_TIMEOUT, Child, ChildSpec, LocalCluster
+from pocketmq.remoting.codes import RequestCode
 from pocketmq.store.checkpoint import StoreCheckpoint
 
 __all__ = ["PROMISES", "ChaosCluster", "NetLink", "drop_unflushed", "netns_unavailable", "promise"]
@@ -34,11 +36,16 @@ __all__ = ["PROMISES", "ChaosCluster", "NetLink", "drop_unflushed", "netns_unava
 #:   the master's copy; overlaps may lose (e.g. the slave frozen while its master restarts after a power loss:
 #:   past ``haTailRecoveryTimeoutMs`` the master starts without the tail and the slave is cut back to it);
 #: * ASYNC_MASTER / no slave with ASYNC_FLUSH: nothing may be lost to kills, stops and partitions (the page
-#:   cache survives a process), but a power loss may lose what was not flushed.
+#:   cache survives a process), but a power loss may lose what was not flushed;
+#: * controller mode (allAckInSyncStateSet) with ASYNC_FLUSH: a SEND_OK is on every in-sync replica and the
+#:   controller elects only among them, so nothing may be lost while faults do not overlap (a master and the
+#:   controller leader killed together is one fault), its power loss included, and no epoch may have two masters
+#:   acknowledging.
 PROMISES = {
     "sync-flush": "no SEND_OK lost, whatever the faults",
     "sync-master": "no SEND_OK lost unless faults overlap",
     "async": "no SEND_OK lost unless a power loss is injected",
+    "controller": "no SEND_OK lost and never two masters acknowledging in one epoch, unless faults overlap",
 }
 
 CQ_UNIT = 20
@@ -48,6 +55,8 @@ def promise(preset: str, flush: str, *, overlap: bool, power_loss: bool) -> tupl
     """(which promise applies, whether it says nothing acknowledged may be lost in this run)."""
     if flush == "SYNC_FLUSH":
         return "sync-flush", True
+    if "controller" in preset:
+        return "controller", not overlap
     if preset.endswith("-sync"):
         return "sync-master", not overlap
     return "async", not power_loss
@@ -117,6 +126,16 @@ class NetLink:
     def set_link(self, up: bool) -> None:
         self._run(self.ip, "link", "set", self.root_if, "up" if up else "down")
 
+    def block_ports(self, ports: list[int], blocked: bool) -> None:
+        """In the namespace, drop (or stop dropping) every packet to or from these ports of the root end: the
+        broker there keeps its clients and replicas but loses the processes listening on them (iptables)."""
+        action = "-A" if blocked else "-D"
+        for port in ports:
+            for chain, flag in (("OUTPUT", "--dport"), ("INPUT", "--sport")):
+                self._run(self.ip, "netns", "exec", self.name, "iptables", action, chain, "-p", "tcp", "-s" if
+                          chain == "INPUT" else "-d", self.root_addr, flag, str(port), "-j", "DROP",
+                          check=blocked)
+
     def netem(self, loss_percent: float, delay_ms: int) -> None:
         """Loss and delay on both ends of the pair (each end shapes what it sends)."""
         assert self.tc is not None
@@ -164,6 +183,32 @@ class ChaosCluster(LocalCluster):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.link = link
         self.partitioned = partitioned
+        #: every address a restarted broker had before (with ephemeral ports a restart takes another): address -> name
+        self.former_addrs: dict[str, str] = {}
+
+    async def restart(self, name: str, timeout: float = START_TIMEOUT) -> Child:
+        old = self.children.get(name)
+        if old is not None and old.addr:
+            self.former_addrs[old.addr] = name
+        return await super().restart(name, timeout)
+
+    def namesrv_ports(self) -> list[int]:
+        return [int(c.addr.rsplit(":", 1)[1]) for c in self.children.values() if c.spec.kind == "namesrv" and c.addr]
+
+    async def controller_leader(self) -> Child | None:
+        """The name server whose controller leads now (None: no leader, or no controller)."""
+        async with AdminClient(self.namesrv_addrs, timeout=2.0) as admin:
+            for address in self.namesrv_addrs:
+                try:
+                    response = await admin.call(address, RequestCode.CONTROLLER_GET_METADATA_INFO)
+                except AdminError:
+                    continue
+                leader = (response.ext_fields or {}).get("controllerLeaderAddress", "")
+                port = leader.rsplit(":", 1)[-1]
+                for child in self.children.values():
+                    if child.spec.kind == "namesrv" and child.alive and child.addr.rsplit(":", 1)[-1] == port:
+                        return child
+        return None
 
     def _broker_spec(self, index: int, path: Path) -> ChildSpec:
         spec = super()._broker_spec(index, path)

@@ -42,6 +42,9 @@ class SendEvent:
     queue_offset: int = -1
     error: str = ""
     timed_out: bool = False
+    #: the broker that stored it (``ip:port`` of its offset message id) and the record's commit-log offset
+    store_addr: str = ""
+    commit_offset: int = -1
 
     @property
     def ok(self) -> bool:
@@ -75,6 +78,9 @@ class FaultEvent:
     end: float = -1.0
     note: str = ""
     skipped: str = ""
+    #: controller mode: the broker group whose master the fault hit, and that master's address then
+    group: str = ""
+    old_master: str = ""
 
     @property
     def injected(self) -> bool:
@@ -105,6 +111,8 @@ class History:
     #: member name -> why it could not be read (a member that could not be read hides nothing silently).
     unread: dict[str, str] = field(default_factory=dict)
     duration: float = 0.0
+    #: controller mode: broker address -> (its group, its epoch entries as (epoch, start offset)) at the end
+    epochs: dict[str, tuple[str, list[tuple[int, int]]]] = field(default_factory=dict)
 
     def dump_lines(self) -> Iterator[str]:
         """The whole history as JSON lines (``{"sends": {...}}`` ...), for a look after the run."""

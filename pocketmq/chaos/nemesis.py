@@ -9,6 +9,17 @@ Kinds (:data:`KINDS`):
 * ``powerloss`` — SIGKILL of a broker, its unflushed tail dropped (:func:`~pocketmq.chaos.control.drop_unflushed`),
   then a restart.
 
+Controller mode (:data:`CONTROLLER_KINDS`), the role of each process being the controllers' to decide, picks a broker
+group and hits whichever replica is its master at that moment (the fault records the group and that master's
+address, for the failover-time and two-masters checkers):
+
+* ``kill-master``, ``stop-master``, ``powerloss-master`` — as above, on the current master;
+* ``partition-master`` — the namespace broker cut from the controllers only (iptables in its namespace drops what
+  goes to or comes from the name servers' ports: they carry the controllers), its clients and replicas still
+  reachable; injected whatever its role, the note says which;
+* ``kill-controller-leader`` — SIGKILL of the name server whose controller leads, then a restart;
+* ``kill-master-and-leader`` — a group's master and the controller leader killed at once.
+
 A fault that cannot be injected here (no namespace, no ``tc``) is recorded with the reason and skipped.
 Without ``overlap`` each fault is healed before the next is drawn; with it, a new fault may start while
 others last, never on a process already under a fault. Every wait is bounded: a fault lasts at most
@@ -29,9 +40,12 @@ from pocketmq.admin.cluster import ClusterError
 from pocketmq.chaos.control import ChaosCluster, drop_unflushed
 from pocketmq.chaos.events import FaultEvent
 
-__all__ = ["KINDS", "Nemesis", "NemesisConfig"]
+__all__ = ["CONTROLLER_KINDS", "KINDS", "Nemesis", "NemesisConfig"]
 
 KINDS = ("kill", "stop", "partition", "netem", "powerloss")
+CONTROLLER_KINDS = ("kill-master", "stop-master", "partition-master", "kill-controller-leader",
+                    "kill-master-and-leader", "powerloss-master")
+_MASTER_KINDS = frozenset({"kill-master", "stop-master", "powerloss-master", "kill-master-and-leader"})
 RESTART_TIMEOUT = 60.0
 EXIT_TIMEOUT = 10.0
 NETEM_LOSS_PERCENT = 20.0
@@ -69,6 +83,8 @@ class Nemesis:
     def unavailable(self, kind: str) -> str:
         """Why ``kind`` cannot be injected here ("" when it can)."""
         link = self.cluster.link
+        if kind == "partition-master" and link is None:
+            return "no network namespace (needs root, iproute2's ip and iptables)"
         if kind in ("partition", "netem"):
             if link is None:
                 return "no network namespace (needs root and iproute2's ip)"
@@ -77,7 +93,14 @@ class Nemesis:
         return ""
 
     def _targets(self, kind: str) -> list[str]:
-        if kind in ("partition", "netem"):
+        if kind in _MASTER_KINDS:
+            groups = sorted({c.spec.broker_name for c in self.cluster.brokers()})
+            return [g for g in groups if g not in self._busy and not any(
+                c.spec.name in self._busy for c in self.cluster.brokers() if c.spec.broker_name == g)]
+        if kind == "kill-controller-leader":
+            return [] if any(c.spec.kind == "namesrv" and c.spec.name in self._busy
+                             for c in self.cluster.children.values()) else ["controller-leader"]
+        if kind in ("partition", "netem", "partition-master"):
             names = [self.cluster.partitioned]
         elif kind == "powerloss":
             names = [c.spec.name for c in self.cluster.brokers()]
@@ -129,14 +152,82 @@ class Nemesis:
         self._busy.add(target)
         self.say(f"fault {kind} {target} for {duration:.1f}s")
         try:
-            await getattr(self, f"_{kind}")(fault, duration)
+            await getattr(self, f"_{kind.replace('-', '_')}")(fault, duration)
         except (ClusterError, OSError, TimeoutError) as exc:
             fault.note = (fault.note + "; " if fault.note else "") + f"heal failed: {exc}"[:300]
             self.say(f"!! {kind} {target}: {exc}")
         finally:
             fault.end = self.now()
             self._busy.discard(target)
-            self.say(f"healed {kind} {target} after {fault.end - fault.start:.1f}s {fault.note}")
+            self._busy.discard(fault.target)
+            self.say(f"healed {kind} {fault.target} after {fault.end - fault.start:.1f}s {fault.note}")
+
+    # ============================================================================ controller mode
+
+    async def _master(self, fault: FaultEvent) -> str:
+        """The current master of the fault's group (the target becomes that process)."""
+        group = fault.target
+        master = (await self.cluster.masters()).get(group)
+        if master is None:
+            raise ClusterError(f"{group} has no master now")
+        fault.group, fault.old_master, fault.target = group, master.addr, master.spec.name
+        self._busy.add(master.spec.name)
+        return master.spec.name
+
+    async def _controller_leader(self) -> str:
+        leader = await self.cluster.controller_leader()
+        if leader is None:
+            raise ClusterError("the controllers have no leader now")
+        self._busy.add(leader.spec.name)
+        return leader.spec.name
+
+    async def _kill_master(self, fault: FaultEvent, duration: float) -> None:
+        await self._master(fault)
+        await self._kill(fault, duration)
+
+    async def _stop_master(self, fault: FaultEvent, duration: float) -> None:
+        await self._master(fault)
+        await self._stop(fault, duration)
+
+    async def _powerloss_master(self, fault: FaultEvent, duration: float) -> None:
+        await self._master(fault)
+        await self._powerloss(fault, duration)
+
+    async def _kill_controller_leader(self, fault: FaultEvent, duration: float) -> None:
+        fault.target = await self._controller_leader()
+        await self._kill(fault, duration)
+
+    async def _kill_master_and_leader(self, fault: FaultEvent, duration: float) -> None:
+        master = await self._master(fault)
+        leader = await self._controller_leader()
+        fault.note = f"controller leader {leader}"
+        for name in (master, leader):
+            self.cluster.signal(name, signal.SIGKILL)
+        for name in (master, leader):
+            await self.cluster.wait_exit(name, EXIT_TIMEOUT)
+        try:
+            await self._hold(duration)
+        finally:
+            self._busy.discard(leader)
+            for name in (leader, master):
+                await self.cluster.restart(name, RESTART_TIMEOUT)
+
+    async def _partition_master(self, fault: FaultEvent, duration: float) -> None:
+        link = self.cluster.link
+        assert link is not None
+        child = self.cluster.broker(fault.target)
+        masters = await self.cluster.masters()
+        group = child.spec.broker_name
+        role = "master" if masters.get(group) is child else "not the master"
+        if role == "master":
+            fault.group, fault.old_master = group, child.addr
+        fault.note = f"cut from the controllers while {role}"
+        ports = self.cluster.namesrv_ports()
+        await asyncio.to_thread(link.block_ports, ports, True)
+        try:
+            await self._hold(duration)
+        finally:
+            await asyncio.to_thread(link.block_ports, ports, False)
 
     async def _kill(self, fault: FaultEvent, duration: float) -> None:
         self.cluster.signal(fault.target, signal.SIGKILL)

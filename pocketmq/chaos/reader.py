@@ -16,10 +16,12 @@ from pocketmq.common.record import decode_records
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.controller_headers import epoch_cache_from_json
 from pocketmq.remoting.errors import PocketMQError
 from pocketmq.remoting.headers import PullMessageRequestHeader
+from pocketmq.remoting.route import decode_body
 
-__all__ = ["Member", "read_member"]
+__all__ = ["Member", "read_epochs", "read_member"]
 
 PULL_BATCH = 32
 PULL_TIMEOUT = 5.0
@@ -69,3 +71,21 @@ async def read_all(members: Sequence[Member], topic: str, queues: int) -> tuple[
         except (PocketMQError, OSError, ValueError) as exc:
             unread[member[1]] = f"{type(exc).__name__}: {exc}"
     return records, unread
+
+
+async def read_epochs(members: Sequence[Member]) -> dict[str, tuple[str, list[tuple[int, int]]]]:
+    """Controller mode: each member's epoch file (GET_BROKER_EPOCH_CACHE), address -> (group, [(epoch, start)])."""
+    client = RemotingClient()
+    out: dict[str, tuple[str, list[tuple[int, int]]]] = {}
+    try:
+        for broker, _name, _is_master, addr in members:
+            try:
+                response = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE),
+                                               PULL_TIMEOUT)
+                entries, _max = epoch_cache_from_json(decode_body(bytes(response.body or b"{}")))
+            except (PocketMQError, OSError, ValueError):
+                continue
+            out[addr] = (broker, [(e.epoch, e.start_offset) for e in entries])
+    finally:
+        await client.close()
+    return out

@@ -17,7 +17,9 @@ __all__ = ["render_svg", "render_table", "verdict"]
 
 WIDTH, PLOT_HEIGHT, LANE = 1000, 260, 14
 LEFT, TOP = 60, 20
-COLORS = {"kill": "#d62728", "stop": "#9467bd", "partition": "#1f77b4", "netem": "#17becf", "powerloss": "#8c564b"}
+COLORS = {"kill": "#d62728", "stop": "#9467bd", "partition": "#1f77b4", "netem": "#17becf", "powerloss": "#8c564b",
+          "kill-master": "#d62728", "stop-master": "#9467bd", "partition-master": "#1f77b4",
+          "kill-controller-leader": "#e377c2", "kill-master-and-leader": "#bcbd22", "powerloss-master": "#8c564b"}
 
 
 def verdict(results: dict[str, Any], *, no_loss_promised: bool) -> list[str]:
@@ -29,6 +31,11 @@ def verdict(results: dict[str, Any], *, no_loss_promised: bool) -> list[str]:
     inconsistent = results["consistency"]["inconsistent"]
     if inconsistent:
         problems.append(f"{inconsistent} inconsistent offsets")
+    epochs = results.get("epochs") or {}
+    if epochs.get("two_masters"):
+        problems.append(f"{epochs['two_masters']} epochs in which two masters acknowledged")
+    if epochs.get("past_epoch_end") and no_loss_promised:
+        problems.append(f"{epochs['past_epoch_end']} acknowledgements past the end of their epoch")
     return problems
 
 
@@ -64,6 +71,16 @@ def render_table(summary: dict[str, Any]) -> str:
             rows.append(("note", text))
     if summary.get("unsettled_after_heal"):
         rows.append(("note", f"not settled after healing: {summary['unsettled_after_heal']}"))
+    epochs, failover = r.get("epochs") or {}, r.get("failover") or {}
+    if epochs.get("checked"):
+        rows.append(("epochs: two masters acknowledging", f"{epochs['two_masters']} (SEND_OKs checked "
+                     f"{epochs['checked']}, epochs {epochs.get('epochs_seen', 0)}, past their end "
+                     f"{epochs['past_epoch_end']}, unknown {epochs['unknown_epoch']})"))
+    for kind, row in (failover.get("by_kind") or {}).items():
+        rows.append((f"failover after {kind}", f"p50 {row['p50_s']:.2f} s, max {row['max_s']:.2f} s "
+                                                f"({row['count']} faults)"))
+    if failover.get("no_new_master"):
+        rows.append(("note", f"{failover['no_new_master']} faults on a master saw no SEND_OK from another replica"))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines.append("")

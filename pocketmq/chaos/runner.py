@@ -34,8 +34,8 @@ from pocketmq.admin.cluster import ClusterError
 from pocketmq.chaos.checkers import check_all
 from pocketmq.chaos.control import PROMISES, ChaosCluster, NetLink, netns_unavailable, promise
 from pocketmq.chaos.events import History
-from pocketmq.chaos.nemesis import KINDS, Nemesis, NemesisConfig
-from pocketmq.chaos.reader import read_all
+from pocketmq.chaos.nemesis import CONTROLLER_KINDS, KINDS, Nemesis, NemesisConfig
+from pocketmq.chaos.reader import read_all, read_epochs
 from pocketmq.chaos.report import render_svg, render_table, verdict
 from pocketmq.chaos.workload import Workload, WorkloadConfig
 from pocketmq.common.logs import configure_logging
@@ -43,7 +43,7 @@ from pocketmq.common.logs import configure_logging
 __all__ = ["main", "run"]
 
 TOPIC = "ChaosTopic"
-PRESETS = ("2m-2s-sync", "2m-2s-async", "2m-noslave")
+PRESETS = ("2m-2s-sync", "2m-2s-async", "2m-noslave", "2m-2s-controller")
 #: Faster failure detection than RocketMQ's defaults (30 s registrations, 120 s expiry): a run lasts minutes.
 BROKER_PROPS = {
     "registerNameServerPeriod": "2000", "registerBrokerTimeoutMills": "1000",
@@ -68,7 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="flushDiskType of every broker (the presets use ASYNC_FLUSH)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of faults (default 60)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--faults", default=",".join(KINDS), help=f"kinds to draw from (default {','.join(KINDS)})")
+    p.add_argument("--faults", help=f"kinds to draw from (default {','.join(KINDS)}; for a controller preset "
+                   f"{','.join(CONTROLLER_KINDS)})")
     p.add_argument("--overlap", action="store_true", help="let faults overlap (never two on one process)")
     p.add_argument("--fault-min", type=float, default=3.0)
     p.add_argument("--fault-max", type=float, default=10.0)
@@ -84,7 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--queues", type=int, default=4, help="queues of the topic per broker group")
     p.add_argument("--auto-batch", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--send-timeout", type=float, default=3.0)
-    p.add_argument("--partition-broker", default="broker-b", help="the broker process run in a namespace")
+    p.add_argument("--partition-broker", help="the broker process run in a namespace (default broker-b; "
+                   "broker-a-n1 for a controller preset)")
     p.add_argument("--out", default="chaos-out", help="directory for result.json, timeline.svg, table.txt")
     p.add_argument("--base-dir", help="where the cluster's stores go (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the stores (and print where they are)")
@@ -92,12 +94,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--echo", action="store_true", help="print the processes' output")
     p.add_argument("--client-log-level", default="WARNING", help="log level of the SDK clients (default WARNING)")
     args = p.parse_args(argv)
-    kinds = tuple(k for k in args.faults.split(",") if k)
-    unknown = [k for k in kinds if k not in KINDS]
+    controller = is_controller_preset(args.preset)
+    faults = args.faults or ",".join(CONTROLLER_KINDS if controller else KINDS)
+    known = KINDS + CONTROLLER_KINDS if controller else KINDS
+    kinds = tuple(k for k in faults.split(",") if k)
+    unknown = [k for k in kinds if k not in known]
     if unknown or not kinds:
-        p.error(f"--faults: unknown kinds {unknown} (known: {', '.join(KINDS)})")
+        p.error(f"--faults: unknown kinds {unknown} (known: {', '.join(known)})")
     args.kinds = kinds
+    args.partition_broker = args.partition_broker or ("broker-a-n1" if controller else "broker-b")
     return args
+
+
+def is_controller_preset(preset: str) -> bool:
+    return "controller" in preset
 
 
 def pin_namesrv_ports(cluster: ChaosCluster) -> None:
@@ -151,12 +161,14 @@ async def run(args: argparse.Namespace) -> int:
     made = args.base_dir or await asyncio.to_thread(tempfile.mkdtemp, prefix="rmq-chaos-")
     base = Path(made)
     link: NetLink | None = None
-    why_no_netns = netns_unavailable() if {"partition", "netem"} & set(args.kinds) else "not asked for"
+    why_no_netns = netns_unavailable() if {"partition", "netem", "partition-master"} & set(args.kinds) \
+        else "not asked for"
     if not why_no_netns:
         link = NetLink()
         link.create()
     overrides = {**BROKER_PROPS, "flushDiskType": args.flush}
-    cluster = ChaosCluster(args.preset, base_dir=base / "cluster", namesrv_count=2, ephemeral_ports=True,
+    namesrvs = 3 if is_controller_preset(args.preset) else 2  # the controllers of a controller preset
+    cluster = ChaosCluster(args.preset, base_dir=base / "cluster", namesrv_count=namesrvs, ephemeral_ports=True,
                            host=link.root_addr if link else "127.0.0.1", overrides=overrides,
                            namesrv_overrides=NAMESRV_PROPS, log_format="json",
                            echo=sys.stderr if args.echo else None, link=link, partitioned=args.partition_broker)
@@ -214,10 +226,18 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
     await workload.stop_producers()
     say(f"sending stopped at {workload.now():.1f}s; draining")
     drained = await workload.drain(args.drain)
-    members = [(c.spec.broker_name, c.spec.name, c.spec.role != "SLAVE", c.addr) for c in cluster.brokers()]
+    controller = is_controller_preset(args.preset)
+    masters = {c.spec.name for c in (await cluster.masters()).values()} if controller else set()
+    members = [(c.spec.broker_name, c.spec.name, c.spec.name in masters if controller else c.spec.role != "SLAVE",
+                c.addr) for c in cluster.brokers()]
     stored, unread = await read_all(members, TOPIC, args.queues)
+    epochs = await read_epochs(members) if controller else {}
+    current = {c.spec.name: c.addr for c in cluster.brokers()}
+    for former, name in cluster.former_addrs.items():  # acknowledgements by a broker before its restart
+        if current.get(name) in epochs and former not in epochs:
+            epochs[former] = epochs[current[name]]
     history = History(list(workload.sends), list(workload.deliveries), nemesis.faults, stored, unread,
-                      workload.now())
+                      workload.now(), epochs=epochs)
     consumers_stopped = await workload.stop_consumers(CONSUMER_STOP_TIMEOUT)
     if not consumers_stopped:
         say(f"!! the consumers did not shut down within {CONSUMER_STOP_TIMEOUT:.0f} s")

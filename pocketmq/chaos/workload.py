@@ -36,6 +36,15 @@ from pocketmq.remoting.errors import PocketMQError
 
 __all__ = ["MAX_EVENTS", "Workload", "WorkloadConfig"]
 
+
+def _stored_at(offset_msg_id: str) -> tuple[str, int]:
+    """The storing broker's ``ip:port`` and the commit-log offset in an offset message id ("", -1 if it is none)."""
+    try:
+        ip, port, offset = decode_message_id(offset_msg_id.rsplit(",", 1)[-1])
+    except ValueError:
+        return "", -1
+    return f"{ip}:{port}", offset
+
 MAX_EVENTS = 3_000_000
 PRODUCER_GROUP = "chaos-pg"
 CONSUMER_GROUP = "chaos-cg"
@@ -131,21 +140,17 @@ class Workload:
             event = SendEvent(msg_id, start, self.now(), "FAILED", error=f"{type(exc).__name__}: {exc}"[:200])
         else:
             mq = result.message_queue
+            store_addr, commit_offset = _stored_at(result.offset_msg_id)
             event = SendEvent(msg_id, start, self.now(), result.status.name, mq.broker_name, mq.queue_id,
-                              result.queue_offset)
-            if result.status is SendStatus.SEND_OK:
-                self._note_acked(result.offset_msg_id)
+                              result.queue_offset, store_addr=store_addr, commit_offset=commit_offset)
+            if result.status is SendStatus.SEND_OK and commit_offset >= 0:
+                self._note_acked(store_addr, commit_offset)
         if len(self.sends) < MAX_EVENTS:
             self.sends.append(event)
         else:
             self.dropped_events += 1
 
-    def _note_acked(self, offset_msg_id: str) -> None:
-        try:
-            ip, port, offset = decode_message_id(offset_msg_id.rsplit(",", 1)[-1])
-        except ValueError:
-            return
-        addr = f"{ip}:{port}"
+    def _note_acked(self, addr: str, offset: int) -> None:
         if offset > self.acked_offsets.get(addr, -1):
             self.acked_offsets[addr] = offset
 

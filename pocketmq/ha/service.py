@@ -92,6 +92,8 @@ class HAService(ReplicaHub[HAConnection]):
         self.config = config
         #: controller mode's state (None: the 4.x rules)
         self.controller = controller
+        #: controller mode: called with the watermark (what every write must reach has reached it) when it moves up
+        self.on_confirmed: Callable[[int], None] | None = None
         self._accept = AcceptSocketService(lambda: HAConnection(self, commit_log, config),
                                            config.ha_listen_host, config.ha_listen_port)
         limit = config.ha_housekeeping_interval
@@ -100,6 +102,7 @@ class HAService(ReplicaHub[HAConnection]):
         #: open connections (attached or not); a connection leaves it when it closes
         self.connections: set[HAConnection] = set()
         self._best_ack = -1
+        self._last_refusal_log = -1.0
         self._running = False
         self._listening = False
         self._log = log.bind(role="master")
@@ -171,6 +174,8 @@ class HAService(ReplicaHub[HAConnection]):
         if offset > self._best_ack:
             self._best_ack = offset
             self._group_transfer.notify_transfer(offset)
+            if self.on_confirmed is not None:
+                self.on_confirmed(offset)
 
     @property
     def handshake_required(self) -> bool:
@@ -212,6 +217,14 @@ class HAService(ReplicaHub[HAConnection]):
         self._best_ack = watermark
         if moved_up:
             self._group_transfer.notify_transfer(watermark)
+        if self.on_confirmed is not None:
+            self.on_confirmed(watermark)
+
+    @property
+    def confirm_offset(self) -> int:
+        """Controller mode: the offset up to which every write is replicated enough (-1: none yet; a huge value
+        when no replica needs to hold anything)."""
+        return self._best_ack
 
     def step_down(self) -> None:
         """Controller mode: this broker is no longer the master. Close every slave and answer the waiting puts
@@ -228,7 +241,15 @@ class HAService(ReplicaHub[HAConnection]):
         replicas than ``minInSyncReplicas``, or a slave the write must reach is not connected (a member that died,
         or the new master of an epoch this broker has not heard of yet): the producer retries elsewhere rather than
         get a stored-but-not-replicated answer for a write the next master may not hold."""
-        if self.controller is not None and (self.controller.too_few_in_sync() or not self._required_attached()):
+        controller = self.controller
+        if controller is not None and (controller.too_few_in_sync() or not self._required_attached()):
+            now = asyncio.get_running_loop().time()
+            if now - self._last_refusal_log >= 1.0:
+                self._last_refusal_log = now
+                self._log.warning("writes_refused_in_sync_replicas", sync_state_set=sorted(controller.sync_state_set),
+                                  pending=sorted(controller.pending),
+                                  attached=sorted(c.slave_id for c in self.connections if c.is_attached),
+                                  min_in_sync_replicas=controller.policy.min_in_sync_replicas)
             return PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH
         return None
 

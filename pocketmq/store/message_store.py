@@ -63,7 +63,7 @@ from pocketmq.store.mapped_file import MappedFile, MappedFileAllocator, fsync_di
 from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from pocketmq.store.put_path import PutOutcome, PutPath, ReplicaWaiter
 from pocketmq.store.queue_table import ConsumeQueueTable
-from pocketmq.store.reader import MessageFilter, MessageReader, RecordFilter
+from pocketmq.store.reader import NO_FENCE, MessageFilter, MessageReader, RecordFilter
 from pocketmq.store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
 from pocketmq.store.reput import Reput, make_cut_durable
 from pocketmq.store.results import GetMessageResult, PutMessageResult, PutMessageStatus
@@ -292,6 +292,10 @@ class MessageStore:
         self._is_slave = role is BrokerRole.SLAVE
         self._reader.is_slave = self._is_slave
         self._update_writable()
+
+    def set_read_fence(self, offset: int | None) -> None:
+        """Controller mode's confirm offset: pulls return no record ending past it (None: no fence)."""
+        self._reader.read_fence = NO_FENCE if offset is None else offset
 
     def set_fenced(self, reason: str | None) -> None:
         """Controller mode: refuse puts (SERVICE_NOT_AVAILABLE with ``reason``) while a reason is set."""

@@ -48,6 +48,9 @@ class MessageReader:
         self._find = queues.find
         #: a slave never moves a consumer's offset (the store changes it when controller mode switches roles)
         self.is_slave = config.broker_role is BrokerRole.SLAVE
+        #: records ending past this commit-log offset are not read yet (controller mode's confirm offset: what every
+        #: in-sync replica holds, so a consumer never sees a record a new master may not have)
+        self.read_fence = NO_FENCE
         self._max_transfer_count = config.max_transfer_count_on_message_in_memory
         self._max_transfer_bytes = config.max_transfer_bytes_on_message_in_memory
         self._memory_for_hot_data = _total_memory() * config.access_message_in_memory_max_ratio // 100
@@ -104,11 +107,15 @@ class MessageReader:
         total = 0
         removed = False
         last_phys = -1
+        fence = self.read_fence
         for phys, size, tags in CQ_UNIT.iter_unpack(units):
             if size == BLANK_UNIT_SIZE or phys < cl_min:
                 removed = removed or size != BLANK_UNIT_SIZE
                 index += 1
                 continue
+            if phys + size > fence:
+                result.fenced_at = phys
+                break
             if buffers and total + size > bytes_limit:
                 break
             if message_filter is not None and not message_filter(tags):
@@ -137,6 +144,8 @@ class MessageReader:
         if buffers:
             result.status = GetMessageStatus.FOUND
             result.suggest_pulling_from_slave = self._commit_log.max_offset - last_phys > self._memory_for_hot_data
+        elif result.fenced_at >= 0:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE  # nothing readable yet: a long poll waits
         elif removed:
             result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
         result.next_begin_offset = index
@@ -168,6 +177,10 @@ class MessageReader:
         cq = self._find(topic, queue_id)
         unit = cq.get_unit(offset) if cq and cq.min_offset <= offset < cq.max_offset else None
         return -1 if unit is None else self._commit_log.pickup_store_timestamp(unit[0], unit[1])
+
+
+NO_FENCE = 1 << 62
+"""The read fence when there is none."""
 
 
 def _next_cq_file_index(cq: ConsumeQueue, index: int) -> int:

@@ -157,8 +157,8 @@ class GetMessageResult:
     consumer should read next; ``min_offset``/``max_offset`` are the queue's bounds at read time.
     """
 
-    __slots__ = ("buffer_total_size", "max_offset", "message_buffers", "message_queue_offsets", "min_offset",
-                 "next_begin_offset", "status", "suggest_pulling_from_slave", "tags_codes")
+    __slots__ = ("buffer_total_size", "fenced_at", "max_offset", "message_buffers", "message_queue_offsets",
+                 "min_offset", "next_begin_offset", "status", "suggest_pulling_from_slave", "tags_codes")
 
     def __init__(self, status: GetMessageStatus, next_begin_offset: int, min_offset: int, max_offset: int) -> None:
         self.status = status
@@ -170,6 +170,8 @@ class GetMessageResult:
         self.tags_codes: list[int] = []
         self.buffer_total_size = 0
         self.suggest_pulling_from_slave = False
+        #: controller mode: the commit-log offset of the first record the read fence held back (-1: none)
+        self.fenced_at = -1
 
     @property
     def message_count(self) -> int:

@@ -102,13 +102,14 @@ class PullMessageProcessor:
         if (suspend and get_status_to_response(result, h.queue_offset, self.is_master)[0] == ResponseCode.PULL_NOT_FOUND
                 and self.hold.has_room()):
             result.release()
-            return self._suspend(req, h, message_filter, record_filter, conn)
+            return self._suspend(req, h, message_filter, record_filter, conn, result.fenced_at)
         return self._respond(req, h, result)
 
     def _suspend(self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter | None,
-                 record_filter: RecordFilter | None, conn: Connection) -> Awaitable[RemotingCommand]:
+                 record_filter: RecordFilter | None, conn: Connection, fenced_at: int) -> Awaitable[RemotingCommand]:
         timeout = min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_SECONDS)
-        woken = self.hold.park(h.topic, h.queue_id, h.queue_offset, timeout, message_filter, record_filter)
+        woken = self.hold.park(h.topic, h.queue_id, h.queue_offset, timeout, message_filter, record_filter,
+                               fenced_at)
         conn.park(woken)  # a pull whose consumer left (or a stopping broker) is not held
         return self._answer_when_woken(req, h, message_filter, record_filter, woken)
 

@@ -179,12 +179,12 @@ class SendLoop:
         policy: RetryPolicy,
     ) -> SendResult:
         """Attempt 1 on a known route and live connection; hands over to :meth:`with_retries` after."""
-        start = _monotonic()
+        start, sent_to = _monotonic(), self._masters.get(queue.broker_name)
         try:
             response = await conn.request(self._request(out, queue), budget + ANSWER_GRACE)
             result = send_result(response, queue, out.msg_id, self._masters)
         except PocketMQError as exc:
-            self._attempt_failed(out.topic, queue, start, exc)
+            self._attempt_failed(out.topic, queue, start, exc, sent_to)
             if not policy.retriable(exc):
                 raise
             return await self.with_retries(out, info, start, start + budget, policy, first_attempt=1, errors=[exc],
@@ -220,7 +220,7 @@ class SendLoop:
                 if fresh is not None and fresh.ok:
                     info = fresh
             queue = fault.select_one_message_queue(info, last_broker)
-            start = _monotonic()
+            start, sent_to = _monotonic(), self._masters.get(queue.broker_name)
             if start >= deadline or (attempt and deadline - start < MIN_ATTEMPT_BUDGET):
                 timed_out = True
                 break
@@ -228,7 +228,7 @@ class SendLoop:
             try:
                 result = await self._invoke(out, queue, deadline)
             except PocketMQError as exc:
-                self._attempt_failed(out.topic, queue, start, exc)
+                self._attempt_failed(out.topic, queue, start, exc, sent_to)
                 if not policy.retriable(exc):
                     if result is not None:
                         return result  # an earlier attempt stored the message (not-OK status)
@@ -256,11 +256,11 @@ class SendLoop:
             raise MQClientError(f"the queue selector returned {type(queue).__name__}, not a MessageQueue")
         if queue.topic != out.topic:
             raise MQClientError(f"the queue selector returned a queue of topic {queue.topic}, not {out.topic}")
-        start = _monotonic()
+        start, sent_to = _monotonic(), self._masters.get(queue.broker_name)
         try:
             result = await self._invoke(out, queue, deadline)
         except PocketMQError as exc:
-            self._attempt_failed(out.topic, queue, start, exc)
+            self._attempt_failed(out.topic, queue, start, exc, sent_to)
             if not policy.retriable(exc):
                 raise
             error = SendFailedError(out.topic, errors=[exc], brokers_tried=[queue.broker_name],
@@ -285,10 +285,15 @@ class SendLoop:
         if self.attempt_hook is not None:
             self._call_hook(queue, None, latency)
 
-    def _attempt_failed(self, topic: str, queue: MessageQueue, start: float, exc: PocketMQError) -> None:
+    def _attempt_failed(self, topic: str, queue: MessageQueue, start: float, exc: PocketMQError,
+                        sent_to: str | None = None) -> None:
         latency = (_monotonic() - start) * 1000.0
-        self.fault_strategy.update_fault_item(queue.broker_name, latency, _isolates(exc),
-                                              answered=isinstance(exc, ResponseError))
+        now_master = self._masters.get(queue.broker_name)
+        if sent_to is None or now_master in (None, sent_to):
+            self.fault_strategy.update_fault_item(queue.broker_name, latency, _isolates(exc),
+                                                  answered=isinstance(exc, ResponseError))
+        # else the group has another master since the attempt began (a failover): the old one's failure does not
+        # isolate the new one
         if self.attempt_hook is not None:
             self._call_hook(queue, exc, latency)
         if exc.refresh_route and self._instance is not None:
