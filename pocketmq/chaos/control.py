@@ -15,14 +15,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from pocketmq.admin.api import AdminClient, AdminError
 from pocketmq.admin.cluster import START_TIMEOUT, Child, ChildSpec, LocalCluster
+from pocketmq.admin.commands_controller import elect_master
 from pocketmq.remoting.codes import RequestCode
 from pocketmq.store.checkpoint import StoreCheckpoint
 
@@ -209,6 +212,18 @@ class ChaosCluster(LocalCluster):
                     if child.spec.kind == "namesrv" and child.alive and child.addr.rsplit(":", 1)[-1] == port:
                         return child
         return None
+
+    async def switch_master(self, child: Child, timeout: float = 15.0) -> None:
+        """A planned switchover of ``child``'s group to it (``electMaster``), waited for (bounded); raises
+        AdminError when the controllers refuse."""
+        async with AdminClient(self.namesrv_addrs, timeout=5.0) as admin:
+            await elect_master(admin, self.namesrv_addrs, "DefaultCluster", child.spec.broker_name,
+                               child.spec.broker_id)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # polled: the role is the broker's answer, there is no event to wait on
+            if (await self.masters()).get(child.spec.broker_name) is child:
+                return
+            await asyncio.sleep(0.1)
 
     def _broker_spec(self, index: int, path: Path) -> ChildSpec:
         spec = super()._broker_spec(index, path)

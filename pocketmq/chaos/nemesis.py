@@ -16,7 +16,7 @@ address, for the failover-time and two-masters checkers):
 * ``kill-master``, ``stop-master``, ``powerloss-master`` — as above, on the current master;
 * ``partition-master`` — the namespace broker cut from the controllers only (iptables in its namespace drops what
   goes to or comes from the name servers' ports: they carry the controllers), its clients and replicas still
-  reachable; injected whatever its role, the note says which;
+  reachable; made the master first by a planned switchover when it is not (the note says if that failed);
 * ``kill-controller-leader`` — SIGKILL of the name server whose controller leads, then a restart;
 * ``kill-master-and-leader`` — a group's master and the controller leader killed at once.
 
@@ -36,6 +36,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pocketmq.admin.api import AdminError
 from pocketmq.admin.cluster import ClusterError
 from pocketmq.chaos.control import ChaosCluster, drop_unflushed
 from pocketmq.chaos.events import FaultEvent
@@ -153,7 +154,7 @@ class Nemesis:
         self.say(f"fault {kind} {target} for {duration:.1f}s")
         try:
             await getattr(self, f"_{kind.replace('-', '_')}")(fault, duration)
-        except (ClusterError, OSError, TimeoutError) as exc:
+        except (ClusterError, AdminError, OSError, TimeoutError) as exc:
             fault.note = (fault.note + "; " if fault.note else "") + f"heal failed: {exc}"[:300]
             self.say(f"!! {kind} {target}: {exc}")
         finally:
@@ -216,9 +217,11 @@ class Nemesis:
         link = self.cluster.link
         assert link is not None
         child = self.cluster.broker(fault.target)
-        masters = await self.cluster.masters()
         group = child.spec.broker_name
-        role = "master" if masters.get(group) is child else "not the master"
+        if (await self.cluster.masters()).get(group) is not child:  # make it the master first: a planned switchover
+            await self.cluster.switch_master(child)
+            fault.start = self.now()  # the fault is the cut, not the switchover before it
+        role = "master" if (await self.cluster.masters()).get(group) is child else "not the master"
         if role == "master":
             fault.group, fault.old_master = group, child.addr
         fault.note = f"cut from the controllers while {role}"

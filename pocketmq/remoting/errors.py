@@ -79,6 +79,8 @@ class ResponseError(PocketMQError):
 class SystemError_(ResponseError):
     code = ResponseCode.SYSTEM_ERROR
     retriable = True
+    # a controller-mode master that lost its in-sync replicas answers this: another may have replaced it
+    refresh_route = True
 
 
 class SystemBusyError(ResponseError):
@@ -96,6 +98,8 @@ class MessageIllegalError(ResponseError):
 class ServiceNotAvailableError(ResponseError):
     code = ResponseCode.SERVICE_NOT_AVAILABLE
     retriable = True
+    # a slave, or a fenced master of controller mode: the route names another master by now
+    refresh_route = True
 
 
 class NoPermissionError(ResponseError):
