@@ -422,7 +422,8 @@ class BrokerController(ControllerModeBroker):
         metadata every 10 s. Controller mode: the HA server already listens; the client waits for a master."""
         ha = self.config.ha
         if self.replicas is not None and self.epochs is not None:
-            self.ha_client = HAClient(store, ha, epochs=SlaveEpochs(self.replicas.broker_id, self.epochs))
+            self.replicas.slave_epochs = SlaveEpochs(self.replicas.broker_id, self.epochs)
+            self.ha_client = HAClient(store, ha, epochs=self.replicas.slave_epochs)
             self.ha_client.start()
             self.slave_sync = SlaveSynchronize(
                 client=self.client, master_addr=lambda: self.master_addr, topics=self.topics, offsets=self.offsets,

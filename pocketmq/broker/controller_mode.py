@@ -119,7 +119,11 @@ class ControllerModeBroker:
         if replicas is None or replicas.role != "MASTER" or replicas.state is None:
             return
         members = replicas.replication.sync_state_set - {replicas.broker_id}
-        addresses = [replicas.state.replicas[m][0] for m in members if m in replicas.state.replicas]
+        if not members <= replicas.state.replicas.keys():
+            with contextlib.suppress(PocketMQError):
+                await replicas.on_state(await replicas.controllers.group_state())  # a member's address unknown yet
+        known = replicas.state.replicas if replicas.state is not None else {}
+        addresses = [known[m][0] for m in members if m in known]
         request = RemotingCommand.request
 
         async def one(address: str) -> None:

@@ -32,6 +32,7 @@ always a replica that held every acknowledged write, so the master keeps serving
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import secrets
@@ -45,6 +46,7 @@ from pocketmq.common.logs import get_logger
 from pocketmq.common.service import Service, periodic
 from pocketmq.ha.epoch_file import EpochFileCache
 from pocketmq.ha.service import HAService
+from pocketmq.ha.slave_epochs import SlaveEpochs
 from pocketmq.ha.sync_state import ControllerReplication
 from pocketmq.remoting.codes import ResponseCode
 from pocketmq.remoting.controller_headers import BrokerHeartbeatRequestHeader
@@ -53,6 +55,8 @@ __all__ = ["ReplicasManager", "RoleHost"]
 
 log = get_logger("pocketmq.broker.replicas_manager")
 
+IDENTITY_WAIT_S = 30.0
+"""How long a broker with ``brokerId=-1`` waits at its first start for a controller to assign it an id."""
 FENCE_HOLD_S = 10.0
 """A planned switchover's fence lifts by itself after this long when no new epoch came (the controller gave up)."""
 
@@ -89,6 +93,8 @@ class ReplicasManager:
         self.epochs = epochs
         self._identity_path = identity_path
         self.broker_id = config.broker_id
+        #: the HA client's side of the handshake, told this replica's id (the broker sets it)
+        self.slave_epochs: SlaveEpochs | None = None
         self._token = ""
         if ha_service.controller is None:
             raise ValueError("controller mode needs an HAService made with a ControllerReplication")
@@ -116,17 +122,32 @@ class ReplicasManager:
 
     async def load_identity(self) -> None:
         """This replica's id and register token (created on first start; an id is asked of the controller when
-        ``brokerId=-1``). Raises ControllerError when the controller cannot assign one."""
+        ``brokerId=-1``, retried for :data:`IDENTITY_WAIT_S`). Raises ControllerError when none was assigned."""
         stored = await asyncio.to_thread(self._read_identity)
         self._token = str(stored.get("token") or secrets.token_hex(8))
         if self.broker_id == -1:
             stored_id = stored.get("brokerId")
-            self.broker_id = (stored_id if isinstance(stored_id, int) else 0) or await self.controllers.next_broker_id()
+            self.broker_id = (stored_id if isinstance(stored_id, int) else 0) or await self._next_id()
+        await self._save_identity(stored)
+
+    async def _next_id(self) -> int:
+        deadline = time.monotonic() + IDENTITY_WAIT_S
+        while True:
+            try:
+                return await self.controllers.next_broker_id()
+            except ControllerError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
+
+    async def _save_identity(self, stored: dict[str, object]) -> None:
         self.replication.broker_id = self.broker_id
+        if self.slave_epochs is not None:
+            self.slave_epochs.broker_id = self.broker_id
         if stored != {"brokerId": self.broker_id, "token": self._token}:
             data = json.dumps({"brokerId": self.broker_id, "token": self._token}).encode()
             await asyncio.to_thread(write_atomically, self._identity_path, data)
-        self.log = self.log.bind(broker_id=self.broker_id)
+        self.log = log.bind(broker=self.config.broker_name, broker_id=self.broker_id)
 
     def _read_identity(self) -> dict[str, object]:
         try:
@@ -148,8 +169,17 @@ class ReplicasManager:
     # ============================================================================================== talking
 
     async def register(self) -> None:
-        """Apply for the id and register; ask for an election when the group never had a master."""
-        await self.controllers.apply_broker_id(self.broker_id, f"{self.host.addr};{self._token}")
+        """Apply for the id and register; ask for an election when the group never had a master. An assigned id
+        (``brokerId=-1``) another replica took first is replaced by the next free one."""
+        try:
+            await self.controllers.apply_broker_id(self.broker_id, f"{self.host.addr};{self._token}")
+        except ControllerError as exc:
+            if exc.response_code != ResponseCode.CONTROLLER_BROKER_ID_INVALID or self.config.broker_id != -1:
+                raise
+            self.broker_id = await self.controllers.next_broker_id()
+            await self._save_identity({})
+            self.log.warning("broker_id_taken_reassigned", broker_id=self.broker_id)
+            await self.controllers.apply_broker_id(self.broker_id, f"{self.host.addr};{self._token}")
         state = await self.controllers.register(self.broker_id, self.host.addr, self.host.ha_addr)
         self.registered = True
         self.log.info("registered_with_controller", master=state.master_id, epoch=state.master_epoch)
@@ -198,6 +228,8 @@ class ReplicasManager:
     async def on_state(self, state: GroupState) -> None:
         """Act on the group's state as the controller said it (see the module docstring)."""
         async with self._lock:
+            if not state.replicas and self.state is not None:  # a heartbeat's answer names no replica addresses
+                state = dataclasses.replace(state, replicas=self.state.replicas)
             self.state = state
             if state.master_epoch > self.master_epoch:
                 await self._new_epoch(state)

@@ -33,8 +33,9 @@ class Counter:
 
 
 class Cluster:
-    def __init__(self, base: Path, *, snapshot_every: int = 1000) -> None:
+    def __init__(self, base: Path, *, snapshot_every: int = 1000, election_timeout: float = 0.3) -> None:
         self.base = base
+        self.election_timeout = election_timeout
         self.ids = ["a", "b", "c"]
         self.nodes: dict[str, RaftNode] = {}
         self.down: set[str] = set()
@@ -47,7 +48,8 @@ class Cluster:
         node.receive(body)
 
     async def start(self, node_id: str) -> RaftNode:
-        config = RaftConfig(node_id, {i: i for i in self.ids}, str(self.base / node_id), election_timeout=0.3,
+        config = RaftConfig(node_id, {i: i for i in self.ids}, str(self.base / node_id),
+                            election_timeout=self.election_timeout,
                             heartbeat_interval=0.05, tick_interval=0.02, snapshot_every=self.snapshot_every)
         node = RaftNode(config, Counter(), self.send)
         await node.open()
@@ -123,7 +125,7 @@ async def test_a_minority_cannot_commit(tmp_path: Path) -> None:
 
 
 async def test_proposals_keep_their_order_under_concurrency(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path)
+    cluster = Cluster(tmp_path, election_timeout=2.0)  # one leader throughout, even on a loaded machine
     try:
         for node_id in cluster.ids:
             await cluster.start(node_id)
