@@ -11,6 +11,8 @@ from pocketmq.chaos.checkers import (
     check_consistency,
     check_delivery,
     check_duplicates,
+    check_epochs,
+    check_failover,
     check_latency,
     check_loss,
     check_order,
@@ -196,3 +198,64 @@ def test_an_unacknowledged_write_a_power_loss_dropped_is_not_an_inconsistency_wh
     assert c["delivered_then_dropped"] == 1 and c["inconsistent"] == 0
     h.sends[-1] = SendEvent("p0-s0-6", 6.0, 6.01, "SEND_OK", "broker-a", 0, 6)
     assert check_consistency(h)["inconsistent"] == 1
+
+
+def epoch_history() -> History:
+    """Controller mode: group broker-a, master A (epoch 1 from offset 0) replaced by B (epoch 2 from offset 300)
+    after a kill at t=10; every acknowledgement inside its epoch's range on the broker that stored it."""
+    h = History(duration=30.0)
+    a, b = "10.0.0.1:10911", "10.0.0.2:10911"
+    h.epochs = {a: ("broker-a", [(1, 0)]), b: ("broker-a", [(1, 0), (2, 300)])}
+    for i in range(3):
+        h.sends.append(SendEvent(f"m{i}", float(i), i + 0.01, "SEND_OK", "broker-a", 0, i, store_addr=a,
+                                 commit_offset=i * 100))
+    h.sends.append(SendEvent("m3", 10.5, 11.2, "SEND_OK", "broker-a", 0, 3, store_addr=b, commit_offset=300))
+    h.sends.append(SendEvent("m4", 11.3, 11.4, "SEND_OK", "broker-a", 0, 4, store_addr=b, commit_offset=400))
+    h.faults.append(FaultEvent("kill-master", "broker-a-n1", 10.0, 14.0, group="broker-a", old_master=a))
+    return h
+
+
+def test_epochs_a_clean_failover_passes_and_is_timed() -> None:
+    h = epoch_history()
+    epochs, failover = check_epochs(h), check_failover(h)
+    assert epochs["checked"] == 5 and epochs["two_masters"] == 0 and epochs["past_epoch_end"] == 0
+    assert epochs["epochs_seen"] == 2
+    assert failover["per_fault"] == [{"kind": "kill-master", "group": "broker-a", "start": 10.0, "failover_s": 1.2}]
+    assert failover["by_kind"]["kill-master"]["max_s"] == 1.2 and failover["no_new_master"] == 0
+    assert not any("epoch" in p for p in verdict(check_all(h), no_loss_promised=True))
+    results = check_all(h)
+    table = render_table({"preset": "2m-2s-controller", "flush": "ASYNC_FLUSH", "promise": "controller",
+                          "duration": 30.0, "seed": 1, "overlap": False, "results": results, "problems": []})
+    assert "failover after kill-master" in table and "p50 1.20 s" in table
+
+
+def test_epochs_two_masters_acknowledging_in_one_epoch() -> None:
+    h = epoch_history()
+    old = h.sends[0].store_addr
+    # the old master, not yet fenced, acknowledges at an offset of epoch 2: a write its epoch file calls epoch 1
+    h.epochs[old] = ("broker-a", [(1, 0), (2, 500)])
+    h.sends.append(SendEvent("m5", 11.5, 11.6, "SEND_OK", "broker-a", 0, 5, store_addr=old, commit_offset=600))
+    epochs = check_epochs(h)
+    assert epochs["two_masters"] == 1 and list(epochs["two_masters_examples"]) == ["broker-a epoch 2"]
+    assert any("two masters" in p for p in verdict(check_all(h), no_loss_promised=True))
+
+
+def test_epochs_an_acknowledgement_past_its_epoch_end() -> None:
+    h = epoch_history()
+    # acknowledged by the old master at offset 350 under epoch 1, but the new master's epoch 2 starts at 300
+    h.sends.append(SendEvent("m5", 9.0, 9.5, "SEND_OK", "broker-a", 0, 5, store_addr=h.sends[0].store_addr,
+                             commit_offset=350))
+    epochs = check_epochs(h)
+    assert epochs["past_epoch_end"] == 1 and epochs["examples"] == ["m5"]
+    assert any("past the end" in p for p in verdict(check_all(h), no_loss_promised=True))
+    assert not any("past the end" in p for p in verdict(check_all(h), no_loss_promised=False))
+
+
+def test_epochs_unknown_and_no_new_master() -> None:
+    h = epoch_history()
+    h.sends = [s for s in h.sends if s.store_addr != "10.0.0.2:10911"]  # nothing from the new master
+    h.sends.append(SendEvent("m9", 1.0, 1.1, "SEND_OK", "broker-a", 0, 9, store_addr="10.9.9.9:1", commit_offset=0))
+    epochs, failover = check_epochs(h), check_failover(h)
+    assert epochs["unknown_epoch"] == 1 and epochs["checked"] == 3
+    assert failover["no_new_master"] == 1 and failover["per_fault"][0]["failover_s"] is None
+    assert check_epochs(clean_history())["checked"] == 0  # not controller mode: nothing to check

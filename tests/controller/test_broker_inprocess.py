@@ -1,15 +1,19 @@
 """Controller-mode brokers in the test's event loop, with a name server carrying a single controller: ids assigned
 by the controller (brokerId=-1), one master elected, writes acknowledged by the in-sync slave, a topic created on the
 master present on the slave when the creation answers, the epoch file served over GET_BROKER_EPOCH_CACHE, the
-configuration rules of controller mode."""
+configuration rules of controller mode, and the rmq-admin controller commands (a planned switchover too)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pocketmq.admin import cli
 from pocketmq.broker.config import load_broker_config
 from pocketmq.broker.controller import BrokerController
 from pocketmq.common.config import ConfigError
@@ -26,13 +30,23 @@ from tests.controller.controller_support import free_ports
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.timeout(120)
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
 
 PROPS = {"enableControllerMode": "true", "brokerId": "-1", "allAckInSyncStateSet": "true",
          "haMaxTimeSlaveNotCatchup": "3000", "haSendHeartbeatInterval": "1000", "brokerHeartbeatInterval": "200",
          "checkSyncStateSetPeriod": "300", "syncBrokerMetadataPeriod": "500", "slaveSynchronizeInterval": "500"}
 
 
-async def test_controller_mode_brokers_in_one_loop(tmp_path: Path) -> None:
+def rmq(capsys: pytest.CaptureFixture[str], namesrv: str, *argv: str) -> Any:
+    """``rmq-admin <argv> --json`` (its own event loop, so in a thread); the parsed output."""
+    capsys.readouterr()
+    code = cli.main([*argv, "-n", namesrv, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, (argv, err)
+    return json.loads("\n".join(line for line in out.splitlines() if not LOG_LINE.match(line)))
+
+
+async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     port = free_ports(1)[0]
     controller = ControllerConfig(controller_d_leger_peers=f"n0-127.0.0.1:{port}", controller_d_leger_self_id="n0",
                                   controller_store_path=str(tmp_path / "ctl"))
@@ -70,9 +84,37 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path) -> None:
         assert slave.store.max_phy_offset >= master.store.max_phy_offset  # acknowledged by the in-sync slave
         refused = await raw_send(slave.addr, "CtlTopic", b"to the slave")
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
-        epochs = await client.invoke(slave.addr, RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE), 5.0)
-        listed = json.loads(bytes(epochs.body or b"{}"))["epochList"]
+
+        async def slave_epochs() -> list[dict[str, int]]:
+            answer = await client.invoke(slave.addr, RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE), 5.0)
+            return list(json.loads(bytes(answer.body or b"{}"))["epochList"])
+
+        async def slave_recorded_epoch() -> bool:  # written (in a thread) once the copied data reaches it
+            return bool(await slave_epochs())
+        await eventually(slave_recorded_epoch, timeout=5, message="the slave's epoch file has the master's epoch")
+        listed = await slave_epochs()
         assert [e["epoch"] for e in listed] == [1] and listed[0]["startOffset"] == 0
+
+        # the operations commands
+        meta = await asyncio.to_thread(rmq, capsys, ns.addr, "getControllerMetaData")
+        assert meta["controllerLeaderAddress"] == ns.addr and meta["isLeader"] == "true"
+        sss = (await asyncio.to_thread(rmq, capsys, ns.addr, "getSyncStateSet", "-b", "broker-x"))["broker-x"]
+        assert sss["masterBrokerId"] == master.replicas.broker_id and sss["masterEpoch"] == 1  # type: ignore
+        assert sorted(r["brokerId"] for r in sss["inSyncReplicas"]) == [1, 2]
+        epoch_files = await asyncio.to_thread(rmq, capsys, ns.addr, "getBrokerEpoch", "-b", "broker-x")
+        assert sorted(e["brokerAddr"] for e in epoch_files) == sorted(b.addr for b in brokers)
+        assert all([x["epoch"] for x in e["epochs"]] == [1] for e in epoch_files)
+        assert slave.replicas is not None
+        elected = await asyncio.to_thread(rmq, capsys, ns.addr, "electMaster", "-bn", "broker-x",
+                                          "-b", str(slave.replicas.broker_id))
+        assert elected["code"] == "SUCCESS" and int(elected["masterEpoch"]) == 2
+        refused = await raw_send(master.addr, "CtlTopic", b"to the old master")  # fenced before the answer
+        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+        async def new_master_takes_writes() -> bool:
+            return (await raw_send(slave.addr, "CtlTopic", b"after the switchover")).code == ResponseCode.SUCCESS
+        await eventually(new_master_takes_writes, timeout=20, interval=0.2, message="the designated replica took over")
+        await eventually(lambda: not master.is_controller_master, timeout=10, message="the old master follows")
     finally:
         await client.close()
         for broker in brokers:

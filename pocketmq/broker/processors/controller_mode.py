@@ -46,7 +46,7 @@ class ControllerModeProcessor:
 
     def get_epoch_cache(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         entries = self.epochs.entries
-        ends = [e.start_offset for e in entries[1:]] + [LONG_MAX]
+        ends = [e.start_offset for e in entries[1:]] + [LONG_MAX] if entries else []
         listed = [EpochEntry(e.epoch, e.start_offset, end) for e, end in zip(entries, ends, strict=True)]
         body = epoch_cache_to_json(self.cluster, self.broker_name, self.replicas.broker_id, listed,
                                    self.replicas.host.max_phy_offset())
