@@ -405,15 +405,16 @@ class LocalCluster:
                     found[c.spec.broker_name] = c
         return found
 
-    async def wait_in_sync(self, timeout: float) -> None:
-        """Controller mode: until every group has one master whose SyncStateSet counts every replica running."""
+    async def wait_in_sync(self, timeout: float, groups: set[str] | None = None) -> None:
+        """Controller mode: until every group (of ``groups``) has one master whose SyncStateSet counts every replica
+        running."""
         deadline = time.monotonic() + max(timeout, 0.1)
         waiting: list[str] = []
         while time.monotonic() < deadline:
             waiting = []
             alive: dict[str, int] = {}
             for c in self.brokers():
-                if c.alive:
+                if c.alive and (groups is None or c.spec.broker_name in groups):
                     alive[c.spec.broker_name] = alive.get(c.spec.broker_name, 0) + 1
             masters = await self.masters()
             async with AdminClient(self.namesrv_addrs, timeout=2.0) as admin:

@@ -320,13 +320,16 @@ def check_epochs(history: History) -> dict[str, Any]:
 
 
 def check_failover(history: History) -> dict[str, Any]:
-    """Per fault on a master: seconds from the fault to the first SEND_OK its group got from another replica."""
+    """Per fault on a master: seconds from the fault to the first SEND_OK its group got from another replica, before
+    the next fault on that group (None: no other replica took over in that time)."""
     oks = sorted((s.end, s.broker, s.store_addr) for s in history.sends if s.ok and s.store_addr)
+    on_master = sorted((f.start, f.group) for f in history.faults if f.injected and f.group and f.old_master)
     per_fault: list[dict[str, Any]] = []
     for f in history.faults:
         if not f.injected or not f.group or not f.old_master:
             continue
-        first = next((end for end, group, addr in oks if end >= f.start and group == f.group
+        until = next((start for start, group in on_master if start > f.start and group == f.group), float("inf"))
+        first = next((end for end, group, addr in oks if f.start <= end < until and group == f.group
                       and addr != f.old_master), None)
         per_fault.append({"kind": f.kind, "group": f.group, "start": round(f.start, 3),
                           "failover_s": None if first is None else round(first - f.start, 3)})

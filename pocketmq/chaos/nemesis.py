@@ -49,6 +49,8 @@ CONTROLLER_KINDS = ("kill-master", "stop-master", "partition-master", "kill-cont
 _MASTER_KINDS = frozenset({"kill-master", "stop-master", "powerloss-master", "kill-master-and-leader"})
 RESTART_TIMEOUT = 60.0
 EXIT_TIMEOUT = 10.0
+IN_SYNC_WAIT = 20.0
+"""How long a fault on a controller-mode master waits for every running replica of its group to be in sync."""
 NETEM_LOSS_PERCENT = 20.0
 NETEM_DELAY_MS = 100
 
@@ -168,12 +170,22 @@ class Nemesis:
     async def _master(self, fault: FaultEvent) -> str:
         """The current master of the fault's group (the target becomes that process)."""
         group = fault.target
+        await self._in_sync(fault, group)
         master = (await self.cluster.masters()).get(group)
         if master is None:
             raise ClusterError(f"{group} has no master now")
         fault.group, fault.old_master, fault.target = group, master.addr, master.spec.name
         self._busy.add(master.spec.name)
         return master.spec.name
+
+    async def _in_sync(self, fault: FaultEvent, group: str) -> None:
+        """Wait (bounded) until every running replica of ``group`` is in its SyncStateSet: a fault on a master
+        whose SyncStateSet is the master alone has no replica to fail over to (noted on the fault)."""
+        try:
+            await self.cluster.wait_in_sync(IN_SYNC_WAIT, {group})
+        except (ClusterError, AdminError) as exc:
+            fault.note = f"not in sync at the fault: {exc}"[:200]
+        fault.start = self.now()  # the fault starts now, not while waiting
 
     async def _controller_leader(self) -> str:
         leader = await self.cluster.controller_leader()
@@ -220,11 +232,11 @@ class Nemesis:
         group = child.spec.broker_name
         if (await self.cluster.masters()).get(group) is not child:  # make it the master first: a planned switchover
             await self.cluster.switch_master(child)
-            fault.start = self.now()  # the fault is the cut, not the switchover before it
+        await self._in_sync(fault, group)  # the fault is the cut, not the switchover before it
         role = "master" if (await self.cluster.masters()).get(group) is child else "not the master"
         if role == "master":
             fault.group, fault.old_master = group, child.addr
-        fault.note = f"cut from the controllers while {role}"
+        fault.note = f"cut from the controllers while {role}" + (f"; {fault.note}" if fault.note else "")
         ports = self.cluster.namesrv_ports()
         await asyncio.to_thread(link.block_ports, ports, True)
         try:

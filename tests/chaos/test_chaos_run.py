@@ -9,13 +9,9 @@ the harness's to clean up; the test checks the stores are gone.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from tests.procs import ROOT
+from tests.chaos.chaos_support import run_chaos
 
 #: The whole run, cluster start to cleanup, must fit this (the brief's bound).
 WALL_LIMIT = 75.0
@@ -23,16 +19,9 @@ WALL_LIMIT = 75.0
 
 def test_a_one_minute_chaos_run_loses_nothing_and_finds_no_inconsistency(tmp_path: Path) -> None:
     out, base = tmp_path / "out", tmp_path / "cluster"
-    args = [sys.executable, "-m", "pocketmq.chaos", "--preset", "2m-2s-sync", "--seed", "2", "--faults", "kill,stop",
-            "--warmup", "3", "--duration", "36", "--gap-min", "3", "--gap-max", "6", "--fault-min", "3",
-            "--fault-max", "6", "--tail", "5", "--drain", "20", "--out", str(out), "--base-dir", str(base)]
-    started = time.monotonic()
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=WALL_LIMIT + 45, check=False)
-    wall = time.monotonic() - started
-    print(done.stdout)
-    print(done.stderr[-3000:])
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    summary = json.loads((out / "result.json").read_text())
+    summary, wall = run_chaos(["--preset", "2m-2s-sync", "--seed", "2", "--faults", "kill,stop", "--warmup", "3",
+                               "--duration", "36", "--gap-min", "3", "--gap-max", "6", "--fault-min", "3",
+                               "--fault-max", "6", "--tail", "5", "--drain", "20"], out, base, WALL_LIMIT)
     results = summary["results"]
     assert results["loss"]["lost"] == 0
     assert results["consistency"]["inconsistent"] == 0

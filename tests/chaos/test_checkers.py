@@ -259,3 +259,13 @@ def test_epochs_unknown_and_no_new_master() -> None:
     assert epochs["unknown_epoch"] == 1 and epochs["checked"] == 3
     assert failover["no_new_master"] == 1 and failover["per_fault"][0]["failover_s"] is None
     assert check_epochs(clean_history())["checked"] == 0  # not controller mode: nothing to check
+
+
+def test_failover_is_looked_for_only_until_the_next_fault_on_the_group() -> None:
+    h = epoch_history()
+    # a first fault the group could not fail over from (its old master kept acknowledging): the new master's first
+    # SEND_OK (11.2) belongs to the second fault
+    h.faults.insert(0, FaultEvent("partition-master", "broker-a-n1", 4.0, 9.0, group="broker-a",
+                                  old_master=h.sends[0].store_addr))
+    rows = check_failover(h)["per_fault"]
+    assert [(r["kind"], r["failover_s"]) for r in rows] == [("partition-master", None), ("kill-master", 1.2)]
