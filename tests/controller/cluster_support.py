@@ -80,12 +80,13 @@ async def stored_ids(addr: str, group: str, topic: str, queues: int = 4) -> list
     return sorted((r.queue_id, r.queue_offset, r.msg_id) for r in records)
 
 
-async def raw_send(addr: str, topic: str, body: bytes) -> RemotingCommand:
+async def raw_send(addr: str, topic: str, body: bytes, *, properties: str = "UNIQ_KEY\x01raw",
+                   sys_flag: int = 0) -> RemotingCommand:
     """SEND_MESSAGE straight to one broker (no route, no retry)."""
     client = RemotingClient()
     try:
-        header = SendMessageRequestHeader("raw-pg", topic, "TBW102", 4, 0, 0, int(time.time() * 1000), 0,
-                                          "UNIQ_KEY\x01raw").to_fields()
+        header = SendMessageRequestHeader("raw-pg", topic, "TBW102", 4, 0, sys_flag, int(time.time() * 1000), 0,
+                                          properties).to_fields()
         return await client.invoke(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE, header, body), 3.0)
     finally:
         await client.close()

@@ -1,7 +1,8 @@
 """Controller-mode brokers in the test's event loop, with a name server carrying a single controller: ids assigned
 by the controller (brokerId=-1), one master elected, writes acknowledged by the in-sync slave, a topic created on the
 master present on the slave when the creation answers, the epoch file served over GET_BROKER_EPOCH_CACHE, the
-configuration rules of controller mode, and the rmq-admin controller commands (a planned switchover too)."""
+configuration rules of controller mode, and the rmq-admin controller commands: a planned switchover after which a
+delayed message and a prepared transaction of the old master are delivered and committed on the new one."""
 
 from __future__ import annotations
 
@@ -17,15 +18,17 @@ from pocketmq.admin import cli
 from pocketmq.broker.config import load_broker_config
 from pocketmq.broker.controller import BrokerController
 from pocketmq.common.config import ConfigError
+from pocketmq.common.record import decode_message_id
+from pocketmq.common.sysflag import MessageSysFlag
 from pocketmq.controller.config import ControllerConfig
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.controller import NamesrvController
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
-from pocketmq.remoting.headers import CreateTopicRequestHeader
+from pocketmq.remoting.headers import CreateTopicRequestHeader, EndTransactionRequestHeader
 from tests.cluster import broker_config_kwargs
-from tests.controller.cluster_support import raw_send
+from tests.controller.cluster_support import raw_send, stored_ids
 from tests.controller.controller_support import free_ports
 from tests.helpers import eventually
 
@@ -104,6 +107,14 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytes
         epoch_files = await asyncio.to_thread(rmq, capsys, ns.addr, "getBrokerEpoch", "-b", "broker-x")
         assert sorted(e["brokerAddr"] for e in epoch_files) == sorted(b.addr for b in brokers)
         assert all([x["epoch"] for x in e["epochs"]] == [1] for e in epoch_files)
+        # a delayed message (due after the switchover) and a prepared transaction, both on the old master
+        delayed = await raw_send(master.addr, "CtlTopic", b"delayed", properties="DELAY\x013\x02UNIQ_KEY\x01d1")
+        assert delayed.code == ResponseCode.SUCCESS, delayed.remark
+        half = await raw_send(master.addr, "CtlTopic", b"txn", sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE,
+                              properties="TRAN_MSG\x01true\x02PGROUP\x01raw-pg\x02UNIQ_KEY\x01t1")
+        assert half.code == ResponseCode.SUCCESS, half.remark
+        half_fields = half.ext_fields or {}
+
         assert slave.replicas is not None
         elected = await asyncio.to_thread(rmq, capsys, ns.addr, "electMaster", "-bn", "broker-x",
                                           "-b", str(slave.replicas.broker_id))
@@ -115,6 +126,23 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytes
             return (await raw_send(slave.addr, "CtlTopic", b"after the switchover")).code == ResponseCode.SUCCESS
         await eventually(new_master_takes_writes, timeout=20, interval=0.2, message="the designated replica took over")
         await eventually(lambda: not master.is_controller_master, timeout=10, message="the old master follows")
+
+        # the transaction and the delayed message moved with the master: committed there, delivered there
+        end = EndTransactionRequestHeader("raw-pg", int(half_fields["queueOffset"]),
+                                          decode_message_id(half_fields["msgId"])[2],
+                                          MessageSysFlag.TRANSACTION_COMMIT_TYPE, half_fields["msgId"],
+                                          transaction_id="t1")
+        committed = await client.invoke(slave.addr, RemotingCommand.request(RequestCode.END_TRANSACTION,
+                                                                            end.to_fields()), 5.0)
+        assert committed.code == ResponseCode.SUCCESS, committed.remark
+
+        async def on_new_master() -> set[str]:
+            return {body for _q, _o, body in await stored_ids(slave.addr, "broker-x", "CtlTopic", queues=2)}
+
+        async def moved() -> bool:
+            return {"txn", "delayed"} <= await on_new_master()
+        await eventually(moved, timeout=30, interval=0.5, message="the commit and the delayed message on the new "
+                         "master")
     finally:
         await client.close()
         for broker in brokers:
