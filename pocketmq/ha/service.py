@@ -295,12 +295,22 @@ class HAService(ReplicaHub[HAConnection]):
             self.config.ha_slave_fallbehind_max
 
     def _required_attached(self) -> bool:
+        """Every slave a write must reach is attached (runs on every put: no allocation)."""
         controller = self.controller
         assert controller is not None
-        attached = {c.slave_id for c in self.connections if c.is_attached}
         if controller.policy.all_ack_in_sync_state_set:
-            return controller.required <= attached
-        return len(attached) >= controller.slaves_needed
+            for member in controller.required:
+                for c in self.connections:
+                    if c.slave_id == member and c.is_attached:
+                        break
+                else:
+                    return False
+            return True
+        needed = controller.slaves_needed
+        attached = 0
+        for c in self.connections:
+            attached += c.is_attached
+        return attached >= needed
 
     def has_room(self) -> bool:
         """False when ``max_waiters`` puts already wait for a replica: the broker should refuse the put

@@ -50,11 +50,20 @@ class ControllerReplication:
     sync_state_set_epoch: int = 0
     #: members whose addition was asked for and not yet confirmed (already waited for)
     pending: frozenset[int] = frozenset()
+    # ``required`` as last computed, and from which sets (it is read on every put)
+    _required: frozenset[int] = field(default=frozenset(), repr=False, compare=False)
+    _required_from: tuple[frozenset[int], frozenset[int], int] | None = field(default=None, repr=False,
+                                                                               compare=False)
 
     @property
     def required(self) -> frozenset[int]:
         """The slaves every write must reach (allAckInSyncStateSet)."""
-        return (self.sync_state_set | self.pending) - {self.broker_id}
+        made_from = self._required_from
+        if made_from is None or made_from[0] is not self.sync_state_set or made_from[1] is not self.pending or \
+                made_from[2] != self.broker_id:
+            self._required = (self.sync_state_set | self.pending) - {self.broker_id}
+            self._required_from = (self.sync_state_set, self.pending, self.broker_id)
+        return self._required
 
     @property
     def slaves_needed(self) -> int:
