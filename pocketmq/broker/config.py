@@ -1,6 +1,6 @@
 """Broker configuration: RocketMQ's flat ``broker.properties`` split into broker and store settings.
 
-Keys are RocketMQ's (reference §9). Broker keys are the camelCase names of :class:`BrokerConfig`'s
+Keys are RocketMQ's. Broker keys are the camelCase names of :class:`BrokerConfig`'s
 fields; store keys are those of :data:`pocketmq.store.config.PROPERTY_NAMES`. A key that is neither is an error.
 Durations keep RocketMQ's units (``registerNameServerPeriod`` in ms) so existing files mean the same here.
 """
@@ -20,7 +20,7 @@ from pocketmq.store.config import PROPERTY_NAMES, BrokerRole, FlushDiskType, Sto
 
 __all__ = ["BrokerConfig", "BrokerRole", "FlushDiskType", "format_broker_config", "load_broker_config"]
 
-#: Keys RocketMQ's sample files carry that PocketMQ accepts and ignores (with the reason in the README).
+#: Keys RocketMQ's sample files carry that PocketMQ accepts and ignores (docs/design/decisions.md says why).
 IGNORED_KEYS = frozenset({"brokerIP2", "transientStorePoolEnable", "sendMessageThreadPoolNums",
                           "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage"})
 

@@ -1,4 +1,4 @@
-"""Replication settings: one frozen dataclass with RocketMQ's defaults (reference §5).
+"""Replication settings: one frozen dataclass with RocketMQ's defaults.
 
 Intervals here are seconds (RocketMQ's properties are milliseconds; :meth:`HAConfig.from_properties`
 converts). The same object configures both ends: a master uses the listen, transfer and waiter settings,

@@ -1,4 +1,4 @@
-"""The store's configuration: one frozen dataclass, RocketMQ's ``MessageStoreConfig`` defaults (§4.2).
+"""The store's configuration: one frozen dataclass, RocketMQ's ``MessageStoreConfig`` defaults.
 
 :meth:`StoreConfig.from_properties` reads RocketMQ's camelCase property names (``flushDiskType``,
 ``mappedFileSizeCommitLog``, ...) so a broker can hand it the store part of a ``broker.properties`` file;
@@ -21,7 +21,7 @@ OS_PAGE_SIZE = 4096
 
 
 class FlushDiskType(enum.Enum):
-    """When a put is acknowledged: after the page-cache write, or after the disk flush (§4.3)."""
+    """When a put is acknowledged: after the page-cache write, or after the disk flush."""
 
     ASYNC_FLUSH = "ASYNC_FLUSH"
     SYNC_FLUSH = "SYNC_FLUSH"
