@@ -1,9 +1,11 @@
 """The README's producer and consumer (``examples/``) run against a cluster started the way the README says:
-``rmq-cluster up`` (free ports, small files, a temporary directory), then each example as its own process."""
+``rmq-cluster up`` (free ports, small files, a temporary directory), then each example as its own process; and
+the README shows them as they are."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -77,13 +79,21 @@ def test_readme_producer_and_consumer_against_rmq_cluster(tmp_path: Path) -> Non
     cluster = Cluster(tmp_path)
     try:
         namesrv = cluster.wait_ready(120)
-        common = ("--namesrv", namesrv, "--topic", "ExampleOrders", "--count", str(COUNT))
+        common = (namesrv, "ExampleOrders", str(COUNT))
         sent = [line for line in run_example("producer.py", *common, timeout=60) if line.startswith("SEND")]
         assert len(sent) == COUNT and all(line.startswith("SEND_OK ") for line in sent), sent
 
-        received = run_example("consumer.py", *common, "--timeout", "60", timeout=90)
+        received = run_example("consumer.py", *common, timeout=90)
         bodies = {line.split(" ", 3)[3] for line in received if line.startswith("ExampleOrders created order-")}
         assert bodies == {f"order {i}" for i in range(COUNT)}, received
     finally:
         assert cluster.stop() == 0, "\n".join(cluster.lines[-40:])
     assert "stopped" in cluster.lines[-1]
+
+
+def test_readme_shows_the_examples_as_they_are() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    for name in ("producer.py", "consumer.py"):
+        code = (EXAMPLES / name).read_text(encoding="utf-8")
+        assert code in blocks, f"README.md does not show examples/{name} as it is"
