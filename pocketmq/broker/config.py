@@ -99,6 +99,10 @@ class BrokerConfig:
     #: After an abnormal start, a master's whole wait for the name servers and its slave to take back the
     #: commit-log tail it lost (``broker.tail_recovery``, ms; 0 turns it off).
     ha_tail_recovery_timeout_ms: int = 10_000
+    #: Request-reply: also store each reply delivered to its requester, in ``<cluster>_REPLY_TOPIC`` (a reply
+    #: that could not be delivered is never stored). RocketMQ 4.9 defaults to true; PocketMQ to false, so that
+    #: replies cost no disk and no consumer of the reply topic ever sees them (changeable at run time).
+    store_reply_message_enable: bool = False
     store: StoreConfig = field(default_factory=lambda: StoreConfig(store_path_root_dir="store"))
     #: Replication. ``haListenPort`` 0 means listenPort + 1 as RocketMQ forces it (any free port when
     #: listenPort is 0 too).
