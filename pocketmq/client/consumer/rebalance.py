@@ -1,5 +1,6 @@
 """The push consumer's rebalance (RocketMQ's ``RebalanceService`` and ``RebalanceImpl``): which queues it
-pulls, and, for orderly consumption, the broker locks on them.
+pulls, and, for orderly consumption, the broker locks on them. The lite pull consumer runs the same service
+(RocketMQ's ``RebalanceLitePullImpl``), and applies its ``assign`` through it.
 
 Every ``rebalance_interval`` (20 s), and at once when woken (a broker's NOTIFY_CONSUMER_IDS_CHANGED, a
 changed route or subscription), every subscribed topic (``%RETRY%<group>`` included) is rebalanced:
@@ -137,9 +138,12 @@ class RebalanceService(Service):
             allocated = self.config.allocate_strategy(self.config.group, instance.client_id, mq_all, cid_all)
         else:
             allocated = mq_all
-        await self._update_process_queues(topic, allocated)
+        await self.update_process_queues(topic, allocated)
 
-    async def _update_process_queues(self, topic: str, allocated: list[MessageQueue]) -> None:
+    async def update_process_queues(self, topic: str, allocated: list[MessageQueue]) -> None:
+        """Make ``allocated`` the queues of ``topic`` this consumer pulls: the others are removed (their offsets
+        committed), the new ones added at their start offset. A lite pull consumer's ``assign`` calls it with the
+        queues the application chose."""
         plan = plan_rebalance([mq for mq in self._pulls.process_queues if mq.topic == topic], allocated)
         for mq in plan.removed:
             await self.remove_queue(mq)
