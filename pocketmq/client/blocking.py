@@ -19,6 +19,9 @@ Callbacks of ``send_async`` and the futures' done-callbacks run on the loop thre
 a blocking method from that thread would wait on itself, so it raises ``RuntimeError`` instead.
 ``shutdown()`` shuts the asyncio member down, stops the loop and joins the thread.
 
+The module is longer than 600 lines because every facade lives beside the loop-thread runner they share, so that
+``pocketmq.client.blocking`` stays the one import path of the blocking API.
+
 ``TransactionProducer`` is the blocking twin of :class:`pocketmq.client.producer.transaction.TransactionProducer`: its
 listener's two methods are plain functions run in a pool of ``listener_threads`` threads (they may block on a
 database), and ``send_message_in_transaction`` waits for the half message, the local transaction and the

@@ -18,7 +18,8 @@ Its keyword arguments are the fields of :class:`~pocketmq.client.consumer.config
   Either takes effect in the background once started. A queue starts at the group's committed offset, or by
   ``consume_from_where``.
 * **Pulling** is the push consumer's pull service (:mod:`pocketmq.client.consumer.pull_service`, one long-polling
-  loop per queue, flow control per queue), its messages going to a :class:`PollBuffer` instead of handlers. The
+  loop per queue, flow control per queue), its messages going to a poll buffer instead of handlers
+  (:mod:`pocketmq.client.consumer.lite_pull_service`). The
   buffer holds at most ``pull_threshold_for_all`` messages (RocketMQ's pullThresholdForAll): while it is full, and
   while a queue is paused, its pulls wait.
 * **poll(timeout)** returns one pulled batch (up to ``pull_batch_size`` messages of one queue, in offset order),
@@ -40,7 +41,6 @@ Its keyword arguments are the fields of :class:`~pocketmq.client.consumer.config
 from __future__ import annotations
 
 import asyncio
-import collections
 import enum
 import time
 from collections.abc import Iterable
@@ -51,9 +51,8 @@ from pocketmq.client.consumer import admin_requests
 from pocketmq.client.consumer.broker_api import ConsumerAPI
 from pocketmq.client.consumer.config import LitePullConsumerArgs, LitePullConsumerConfig
 from pocketmq.client.consumer.context import PushContext
+from pocketmq.client.consumer.lite_pull_service import LitePullService, PollBuffer
 from pocketmq.client.consumer.offset_store import LocalOffsetStore, OffsetCommitter, OffsetTable, RemoteOffsetStore
-from pocketmq.client.consumer.process_queue import ProcessQueue
-from pocketmq.client.consumer.pull_service import PullService
 from pocketmq.client.consumer.rebalance import RebalanceService
 from pocketmq.client.consumer.selector import MessageSelector
 from pocketmq.client.consumer.subscription import build_subscription, consumer_data_json
@@ -72,7 +71,7 @@ from pocketmq.remoting.errors import PocketMQError
 if TYPE_CHECKING:
     from pocketmq.client.trace.hooks import ConsumeTracer, TraceSession
 
-__all__ = ["MAX_PAUSED_QUEUES", "MAX_TOPICS", "LitePullConsumer", "LitePullService", "PollBuffer"]
+__all__ = ["MAX_PAUSED_QUEUES", "MAX_TOPICS", "LitePullConsumer"]
 
 log = get_logger("pocketmq.client.lite_pull_consumer")
 
@@ -83,161 +82,10 @@ MAX_PAUSED_QUEUES = 65_536
 #: Java's default ``consumeTimestamp``: half an hour before the consumer starts.
 DEFAULT_CONSUME_TIMESTAMP_BACK = 30 * 60 * 1000
 
-_Batch = tuple[MessageQueue, ProcessQueue, list[MessageExt]]
-
-
 class _Mode(enum.Enum):
     NONE = "none"
     SUBSCRIBE = "subscribe"
     ASSIGN = "assign"
-
-
-class PollBuffer:
-    """Pulled batches waiting for ``poll`` (RocketMQ's ``consumeRequestCache``), in arrival order.
-
-    ``count`` messages wait in the line; at ``limit`` or more the pull loops hold back (:attr:`full`). Batches of
-    a paused queue that ``take`` meets are parked beside the line (in order) and go back to its front on
-    ``resume``; they do not count against ``limit`` (their queue is not pulled while paused, so they are bounded by
-    its own flow control).
-    """
-
-    __slots__ = ("_arrived", "_batches", "_closed", "_parked", "count", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.count = 0
-        self._batches: collections.deque[_Batch] = collections.deque()
-        self._parked: dict[MessageQueue, list[_Batch]] = {}
-        self._arrived = asyncio.Event()
-        self._closed = False
-
-    @property
-    def full(self) -> bool:
-        return self.count >= self.limit
-
-    def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], dispatch: bool = True) -> None:
-        """A pull's messages (already put into ``pq``)."""
-        self._batches.append((mq, pq, msgs))
-        self.count += len(msgs)
-        self._arrived.set()
-
-    def take(self, paused: set[MessageQueue]) -> _Batch | None:
-        """The oldest batch of a queue that is neither paused nor dropped (None: none waits)."""
-        batches = self._batches
-        while batches:
-            batch = batches.popleft()
-            mq, pq, msgs = batch
-            if pq.dropped:
-                self.count -= len(msgs)
-                continue
-            if mq in paused:
-                self.count -= len(msgs)
-                self._parked.setdefault(mq, []).append(batch)
-                continue
-            self.count -= len(msgs)
-            return batch
-        return None
-
-    def resume(self, mq: MessageQueue) -> None:
-        """``mq`` is polled again: its parked batches go back to the front of the line, oldest first."""
-        parked = self._parked.pop(mq, None)
-        if parked:
-            for batch in reversed(parked):
-                self._batches.appendleft(batch)
-                self.count += len(batch[2])
-            self._arrived.set()
-
-    def drop(self, mq: MessageQueue) -> None:
-        """Forget every batch of ``mq`` (it was taken away, or sought)."""
-        self._parked.pop(mq, None)
-        kept = [batch for batch in self._batches if batch[0] != mq]
-        if len(kept) != len(self._batches):
-            self._batches = collections.deque(kept)
-            self.count = sum(len(batch[2]) for batch in kept)
-
-    async def wait(self, timeout: float) -> None:
-        """Until a batch arrives, the buffer closes, or ``timeout`` seconds pass."""
-        if self._batches or self._closed:
-            return
-        self._arrived.clear()
-        try:
-            async with asyncio.timeout(timeout):
-                await self._arrived.wait()
-        except TimeoutError:
-            pass
-
-    def close(self) -> None:
-        """Forget everything and wake the waiting polls (the consumer shuts down)."""
-        self._closed = True
-        self._batches.clear()
-        self._parked.clear()
-        self.count = 0
-        self._arrived.set()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-
-class LitePullService(PullService):
-    """The push consumer's pull service feeding a :class:`PollBuffer`, with each queue's consumed position (the
-    next offset to consume: one past what ``poll`` returned)."""
-
-    def __init__(self, context: PushContext, buffer: PollBuffer, *, auto_commit: bool) -> None:
-        super().__init__(context, buffer)
-        self.buffer = buffer
-        #: Queue → next offset to consume, moved by ``poll``; what a commit sends.
-        self.positions: dict[MessageQueue, int] = {}
-        self.paused: set[MessageQueue] = set()
-        #: Commit a queue's position when it is taken away (auto commit).
-        self.auto_commit = auto_commit
-        #: Assigned queues sought before their pulls started: they start there instead.
-        self.pending_seeks: dict[MessageQueue, int] = {}
-
-    def start_pull(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        offset = self.pending_seeks.pop(mq, offset)
-        self.positions[mq] = offset
-        super().start_pull(mq, pq, offset)
-
-    async def stop_pull(self, mq: MessageQueue) -> ProcessQueue | None:
-        """The rebalance takes ``mq`` away: with auto commit its position becomes its offset to commit (the
-        rebalance commits it next)."""
-        pq = await super().stop_pull(mq)
-        self.buffer.drop(mq)
-        position = self.positions.pop(mq, None)
-        if pq is not None and self.auto_commit and position is not None:
-            self._ctx.offsets.update(mq, position)
-        return pq
-
-    async def restart(self, mq: MessageQueue, offset: int) -> None:
-        """Pull ``mq`` again from ``offset`` with a fresh process queue; what was buffered is dropped."""
-        pq = await PullService.stop_pull(self, mq)
-        if pq is None:
-            raise MQClientError(f"the message queue is no longer assigned: {mq}")
-        pq.dropped = True
-        self.buffer.drop(mq)
-        self.start_pull(mq, self.new_process_queue(), offset)
-
-    def held_back(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        return mq in self.paused or self.buffer.full or super().held_back(mq, pq)
-
-    def passed_filtered(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
-        """Past filtered-out messages the position moves, once everything pulled of ``mq`` has been polled."""
-        if not pq.msg_count and next_offset > self.positions.get(mq, -1):
-            self.positions[mq] = next_offset
-
-    async def _offset_moved(self, mq: MessageQueue, pq: ProcessQueue, offset: int, corrected: int) -> ProcessQueue:
-        self.buffer.drop(mq)
-        self.positions[mq] = corrected
-        return await super()._offset_moved(mq, pq, offset, corrected)
-
-    def commit_positions(self, queues: Iterable[MessageQueue]) -> None:
-        """Make the positions of ``queues`` their offsets to commit (sent by the next persist)."""
-        offsets = self._ctx.offsets
-        for mq in queues:
-            position = self.positions.get(mq)
-            if position is not None and position >= 0:
-                offsets.update(mq, position)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pocketmq.client import ConsumeFromWhere, LitePullConsumer, MessageExt, MessageQueue, MQClientError, blocking
-from pocketmq.client.consumer.lite_pull import PollBuffer
+from pocketmq.client.consumer.lite_pull_service import PollBuffer
 from pocketmq.client.consumer.process_queue import ProcessQueue
 from tests.client.consumer.consumer_support import Cluster, cluster, create_topic, instance_name, produce
 from tests.helpers import eventually
