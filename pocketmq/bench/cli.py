@@ -20,6 +20,8 @@ WORKLOADS = {
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
     "compare": ("pocketmq.bench.compare.cli",
                 "PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ; writes docs/perf/compare-results.md"),
+    "reply": ("pocketmq.bench.reply_bench", "request-reply round trip through a live consumer beside W3's lone send"),
+    "lite-pull": ("pocketmq.bench.lite_pull_bench", "LitePullConsumer.poll reading a backlog beside the push W4"),
 }
 
 
