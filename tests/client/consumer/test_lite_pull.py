@@ -15,7 +15,9 @@ import pytest
 from pocketmq.client import ConsumeFromWhere, LitePullConsumer, MessageExt, MessageQueue, MQClientError, blocking
 from pocketmq.client.consumer.lite_pull_service import PollBuffer
 from pocketmq.client.consumer.process_queue import ProcessQueue
-from tests.client.consumer.consumer_support import Cluster, cluster, create_topic, instance_name, produce
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from tests.admin.rocketmq_json import parse
+from tests.client.consumer.consumer_support import Cluster, admin, cluster, create_topic, instance_name, produce
 from tests.helpers import eventually
 
 TOPIC = "LiteT"
@@ -253,3 +255,29 @@ async def test_poll_buffer_parks_a_paused_queue_and_forgets_a_dropped_one() -> N
     assert time.monotonic() - started >= 0.04
     buffer.close()
     await asyncio.wait_for(buffer.wait(10), 1)  # a closed buffer does not make a poll wait
+
+
+async def test_the_broker_s_admin_requests_reach_a_lite_consumer(lite: Cluster) -> None:
+    before = int(time.time() * 1000) - 1
+    await produce(lite, TOPIC, 40)
+    broker = lite.brokers["broker-a"]
+    async with consumer(lite) as lc:
+        lc.assign([mq(0)])
+        assert where(await poll_until(lc, 10)) == [(0, i) for i in range(10)]
+        await lc.commit_sync()
+        client_id = lc.instance.client_id
+        running = parse((await admin(broker.addr, RequestCode.GET_CONSUMER_RUNNING_INFO,
+                                     {"consumerGroup": "LiteG", "clientId": client_id})).body)
+        assert running["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
+        assert [v["commitOffset"] for v in running["mqTable"].values()] == [10]
+        status = await admin(broker.addr, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+                             {"topic": TOPIC, "group": "LiteG"})
+        assert sum(parse(status.body)["consumerTable"][client_id].values()) == 10
+        direct = await admin(broker.addr, RequestCode.CONSUME_MESSAGE_DIRECTLY,
+                             {"consumerGroup": "LiteG", "clientId": client_id, "msgId": "00" * 16,
+                              "brokerName": "broker-a"})
+        assert direct.code != ResponseCode.SUCCESS
+        reset = await admin(broker.addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                            {"topic": TOPIC, "group": "LiteG", "timestamp": str(before), "isForce": "true"})
+        assert reset.code == ResponseCode.SUCCESS, reset
+        assert where(await poll_until(lc, 10)) == [(0, i) for i in range(10)]  # read again from the reset point
