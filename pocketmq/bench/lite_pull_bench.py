@@ -25,9 +25,7 @@ import sys
 import time
 from typing import Any
 
-import uvloop
-
-from pocketmq.bench.common import Cluster, local_cluster, pin_self
+from pocketmq.bench.common import Cluster, add_own_cluster_arguments, format_load, run_on_own_cluster
 from pocketmq.bench.compare.pocketmq import QUEUES, PocketClient, quiet_logs
 from pocketmq.bench.compare.workload import ConsumeMode, ConsumeProgress, Measure, Plan
 from pocketmq.client import ConsumeFromWhere, LitePullConsumer
@@ -41,10 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating which consumer goes first (3)")
     parser.add_argument("--pull-batch-size", type=int, default=32, help="the lite consumer's pullBatchSize (32)")
     parser.add_argument("--duration", type=float, default=60.0, help="longest read of one backlog, seconds (60)")
-    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
-                        help="pin the broker and this process to different CPUs (default on)")
-    parser.add_argument("--keep-dir", action="store_true", help="keep the cluster's temporary directory")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_own_cluster_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,12 +52,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     args.queues = QUEUES  # the cluster's default for auto-created topics; PocketClient creates them with this
     quiet_logs()
-    load_before = os.getloadavg()
-    with local_cluster(args, "lite-pull") as cluster:
-        if args.pin:
-            pin_self()
-        summary = uvloop.run(_bench(args, cluster))
-    summary["loadavg_before"], summary["loadavg_after"] = load_before, os.getloadavg()
+    summary = run_on_own_cluster(args, "lite-pull", lambda cluster: _bench(args, cluster))
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -91,7 +81,7 @@ async def _bench(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
                 print(f"round {index}  {kind:<10} {measure.done:>9,} msgs in {measure.seconds:6.2f} s  "
                       f"{measure.rate:>10,.0f} msg/s", flush=True)
     return {"backlog": args.backlog, "pull_batch_size": args.pull_batch_size, "runs": runs,
-            "summary": _summarise(runs), "cpus": os.cpu_count()}
+            "summary": _summarise(runs)}
 
 
 async def _lite(namesrv: str, topic: str, count: int, plan: Plan, pull_batch_size: int) -> Measure:
@@ -135,6 +125,4 @@ def _print(summary: dict[str, Any]) -> None:
     if s["ratio_median_of_rounds"] is not None:
         print(f"  lite / push: median of the rounds' ratios {s['ratio_median_of_rounds']:.2f}, "
               f"ratio of the medians {s['ratio_of_medians']:.2f} (target >= 0.90)")
-    before, after = summary["loadavg_before"], summary["loadavg_after"]
-    print(f"load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
-          f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f} ({summary['cpus']} CPUs)")
+    print(format_load(summary))

@@ -30,7 +30,14 @@ from typing import Any
 
 import uvloop
 
-from pocketmq.bench.common import Cluster, create_topic, local_cluster, pin_self, wait_for_route
+from pocketmq.bench.common import (
+    Cluster,
+    add_own_cluster_arguments,
+    create_topic,
+    format_load,
+    run_on_own_cluster,
+    wait_for_route,
+)
 from pocketmq.bench.compare.pocketmq import PocketClient, quiet_logs
 from pocketmq.bench.compare.workload import Budget, Measure, Plan, body, pipelined
 from pocketmq.client import Message, MessageExt, Producer, PushConsumer, create_reply_message
@@ -45,10 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=int, default=2000, help="sequential calls per round and kind (2000)")
     parser.add_argument("--rounds", type=int, default=4, help="rounds, alternating which kind goes first (4)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the request topic (8)")
-    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
-                        help="pin the broker and this process to different CPUs (default on)")
-    parser.add_argument("--keep-dir", action="store_true", help="keep the cluster's temporary directory")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_own_cluster_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,12 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print("rmq-bench reply: --count 1..1000000, --rounds 1..100, --queues 1..256", file=sys.stderr)
         return 2
     quiet_logs()
-    load_before = os.getloadavg()
-    with local_cluster(args, "reply") as cluster:
-        if args.pin:
-            pin_self()
-        summary = uvloop.run(_bench(args, cluster))
-    summary["loadavg_before"], summary["loadavg_after"] = load_before, os.getloadavg()
+    summary = run_on_own_cluster(args, "reply", lambda cluster: _bench(args, cluster))
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -98,7 +97,7 @@ async def _bench(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
         await asyncio.to_thread(replier.join, 15.0)
         if replier.is_alive():
             replier.kill()
-    return {"count": args.count, "rounds": rounds, "summary": _summarise(rounds), "cpus": os.cpu_count()}
+    return {"count": args.count, "rounds": rounds, "summary": _summarise(rounds)}
 
 
 async def _requests(namesrv: str, topic: str, count: int, index: int) -> Measure:
@@ -176,6 +175,4 @@ def _print(summary: dict[str, Any]) -> None:
                   f"p999 {s[kind]['p999']:>8,.0f} µs")
     if "ratio" in s:
         print(f"  request-reply / W3: p50 x{s['ratio']['p50']:.2f}, p99 x{s['ratio']['p99']:.2f}")
-    before, after = summary["loadavg_before"], summary["loadavg_after"]
-    print(f"load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
-          f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f} ({summary['cpus']} CPUs)")
+    print(format_load(summary))

@@ -57,11 +57,18 @@ def requester(c: Cluster, **kw: Any) -> Producer:
     return Producer("RequestPG", namesrv_addr=c.namesrv_addr, instance_name=instance_name("q"), **kw)
 
 
-def in_process_replier(c: Cluster, handle: Any, group: str = "RpcCG") -> PushConsumer:
-    consumer = PushConsumer(group, namesrv_addr=c.namesrv_addr, instance_name=instance_name(), **FAST)
+async def collecting_consumer(c: Cluster) -> tuple[PushConsumer, asyncio.Queue[MessageExt]]:
+    """A started consumer of the requests that keeps them (the test replies, or not)."""
+    received: asyncio.Queue[MessageExt] = asyncio.Queue(maxsize=10)
+
+    async def handle(msg: MessageExt) -> None:
+        received.put_nowait(msg)
+
+    consumer = PushConsumer("RpcCG", namesrv_addr=c.namesrv_addr, instance_name=instance_name(), **FAST)
     consumer.subscribe("Rpc", "*")
     consumer.register_handler(handle)
-    return consumer
+    await consumer.start()
+    return consumer, received
 
 
 def pick_queue_two(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
@@ -123,13 +130,7 @@ async def test_the_table_of_waiting_requests_is_bounded(rpc: Cluster) -> None:
 
 
 async def test_a_requester_that_leaves_before_the_reply(rpc: Cluster) -> None:
-    received: asyncio.Queue[MessageExt] = asyncio.Queue(maxsize=10)
-
-    async def handle(msg: MessageExt) -> None:
-        received.put_nowait(msg)
-
-    consumer = in_process_replier(rpc, handle)
-    await consumer.start()
+    consumer, received = await collecting_consumer(rpc)
     leaving = requester(rpc)
     await leaving.start()
     try:
@@ -151,13 +152,7 @@ async def test_a_requester_that_leaves_before_the_reply(rpc: Cluster) -> None:
 
 
 async def test_a_reply_to_a_request_that_timed_out(rpc: Cluster) -> None:
-    received: asyncio.Queue[MessageExt] = asyncio.Queue(maxsize=10)
-
-    async def handle(msg: MessageExt) -> None:
-        received.put_nowait(msg)
-
-    consumer = in_process_replier(rpc, handle)
-    await consumer.start()
+    consumer, received = await collecting_consumer(rpc)
     try:
         async with requester(rpc) as producer, Producer("ReplyPG", namesrv_addr=rpc.namesrv_addr,
                                                         instance_name=instance_name("r")) as replier:
