@@ -135,7 +135,10 @@ class IndexService(Service):
         self._resume()
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_full:
-            last.mapped.reserve(0, last.entry_end(0) + ENTRY_WINDOW, warm=False)
+            try:
+                last.mapped.reserve(0, last.entry_end(0) + ENTRY_WINDOW, warm=False)
+            except OSError as exc:  # a full disk: the walk waits for room as it does while running
+                self._log.error("index_room_failed", error=str(exc), retry_in_s=ROOM_RETRY_S)
         self._log.info("index_loaded", files=len(self.files), resume_offset=self.offset, abnormal=abnormal)
 
     def _load_file(self, path: str, abnormal: bool, checkpoint_timestamp: int) -> None:
@@ -143,7 +146,12 @@ class IndexService(Service):
             self._log.warning("index_file_of_other_size_dropped", path=path, expected=self._size)
             os.unlink(path)
             return
-        index = IndexFile(MappedFile.open_existing(path, self._size), self._slots, self._entries)
+        mapped = MappedFile.open_existing(path, self._size)
+        if mapped.data_end() == 0:  # made and never written (its header is a hole, not read: see mapped_file)
+            self._log.warning("index_file_empty_dropped", path=path)
+            mapped.destroy()
+            return
+        index = IndexFile(mapped, self._slots, self._entries)
         if abnormal and index.end_timestamp > checkpoint_timestamp:
             self._log.warning("index_file_dropped_after_crash", path=path, end_timestamp=index.end_timestamp,
                               checkpoint=checkpoint_timestamp)
