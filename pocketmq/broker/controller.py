@@ -16,6 +16,7 @@ import dataclasses
 import shutil
 import struct
 
+from pocketmq.broker import disk_status
 from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole
@@ -418,6 +419,8 @@ class BrokerController:
         self.groups.load()
         self.groups.mark_persisted()
         self.delay_offsets.load()
+        if self.store is not None:
+            self.store.set_consumer_offsets(disk_status.consumer_offsets(self.offsets, self.delay_offsets))
         if self.config.is_master and self.store is not None:
             self.schedule = ScheduleMessageService(self.store, len(self.config.store.delay_levels_ms),
                                                    self.store.put_message, offsets=self.delay_offsets)
@@ -467,6 +470,7 @@ class BrokerController:
                 lambda: [((str(s.address),), max(0, self.store.max_phy_offset - s.ack_offset))
                          for s in self.ha_service.attached_slaves] if self.ha_service and self.store else [])
         ExporterMetrics(self).register(m)  # rocketmq-exporter's names and labels
+        disk_status.register_metrics(m, lambda: self.store)
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
         m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "

@@ -71,6 +71,8 @@ class DiskReport:
     held_bytes: int
     holders: tuple[Holder, ...]
     """Largest first (the backlog whose oldest message is oldest)."""
+    timestamp_ms: int
+    """When the report was made."""
 
     @property
     def reclaimable_bytes(self) -> int:
@@ -112,7 +114,7 @@ async def backlogs(queues: Iterable[ConsumeQueue], offsets: Offsets) -> dict[tup
 
 
 def make_report(files: Sequence[MappedFile], expired_files: int, found: Mapping[tuple[str, str], tuple[int, int]],
-                max_offset: int) -> DiskReport:
+                max_offset: int, timestamp_ms: int) -> DiskReport:
     """Classify the log's head files: the first ``expired_files`` are expired; then those that end before every
     backlog's oldest message are consumed; the rest is held."""
     min_offset = files[0].file_from_offset if files else 0
@@ -129,7 +131,7 @@ def make_report(files: Sequence[MappedFile], expired_files: int, found: Mapping[
             break
         consumed_end = mapped.file_end_offset
     return DiskReport(min_offset, max_offset, expired_end - min_offset, consumed_end - expired_end,
-                      max(0, max_offset - consumed_end), tuple(holders))
+                      max(0, max_offset - consumed_end), tuple(holders), timestamp_ms)
 
 
 def count_expired(files: Sequence[MappedFile], expired_before: float) -> int:

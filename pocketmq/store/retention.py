@@ -188,7 +188,7 @@ class RetentionService(PeriodicService):
         expired = await asyncio.get_running_loop().run_in_executor(
             self._executor, count_expired, files[:-1], expired_before)
         found = await backlogs(self._consume_queues(), self.offsets())
-        return make_report(files, expired, found, self._commit_log.max_offset)
+        return make_report(files, expired, found, self._commit_log.max_offset, int(self._clock() * 1000))
 
     def _say_above_forcibly(self, above: bool, usage: float) -> None:
         """Once per crossing: the disk is past the forced ratio and forced cleaning is off, so nothing is deleted
