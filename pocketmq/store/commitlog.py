@@ -469,27 +469,31 @@ class CommitLogScanner:
             base = mapped.file_from_offset
             view, limit = (mapped.view, mapped.wrote_position) if self.written_only else _data_of(mapped)
             pos = self.end_offset - base
-            while pos < limit:
-                try:
-                    item = check_record(view, pos, limit, base_offset=base, check_crc=self.check_crc)
-                except RecordFormatError as exc:
-                    if not self.written_only and _blank_past_data(view, pos, limit, mapped.file_size):
+            try:
+                while pos < limit:
+                    try:
+                        item = check_record(view, pos, limit, base_offset=base, check_crc=self.check_crc)
+                    except RecordFormatError as exc:
+                        if not self.written_only and _blank_past_data(view, pos, limit, mapped.file_size):
+                            pos = mapped.file_size
+                            break
+                        # In a live log the written limit can fall inside a record: that record is unfinished, not
+                        # damaged, even when its first bytes so far are zeros (TOTALSIZE starts with zero bytes).
+                        if self.written_only and (exc.reason == "truncated record"
+                                                  or (exc.is_end_of_data and limit - pos < SIZE_AND_MAGIC.size)):
+                            self.incomplete = True
+                        else:
+                            self.error = exc
+                        return
+                    if isinstance(item, Blank):
                         pos = mapped.file_size
                         break
-                    # In a live log the written limit can fall inside a record: that record is unfinished, not
-                    # damaged, even when its first bytes so far are zeros (TOTALSIZE starts with zero bytes).
-                    if self.written_only and (exc.reason == "truncated record"
-                                              or (exc.is_end_of_data and limit - pos < SIZE_AND_MAGIC.size)):
-                        self.incomplete = True
-                    else:
-                        self.error = exc
-                    return
-                if isinstance(item, Blank):
-                    pos = mapped.file_size
-                    break
-                yield item
-                pos += item.msg_size
-                self.end_offset = base + pos
+                    yield item
+                    pos += item.msg_size
+                    self.end_offset = base + pos
+            finally:
+                if view is not mapped.view:  # a slice kept alive (an error's traceback holds this frame) pins the map
+                    view.release()
             if pos < mapped.file_size:  # stopped at the written limit of a live file
                 return
             self.end_offset = mapped.file_end_offset

@@ -135,8 +135,11 @@ class MessageStore:
         self._state = _State.STOPPED  # until recovery succeeds; a failed store is not started again
         try:
             await loop.run_in_executor(None, self._open_and_recover)
-        except BaseException:
+        except BaseException as exc:
             await loop.run_in_executor(None, self._close_files, False)
+            if is_no_space(exc):  # recovery rewrites only what it had; more needs room the disk does not have
+                raise StoreError(f"recovery of {self.config.store_path_root_dir} needs disk space the disk does not "
+                                 f"have ({exc}): free space on that file system and start again") from exc
             raise
         cfg = self.config
         if self._sync_flush:

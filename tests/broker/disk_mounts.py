@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def mounted(kind: str, where: Path, size_mib: int) -> Iterator[Path]:
             except OSError as exc:
                 pytest.skip(f"cannot run mkfs.ext4: {exc}")
             _need(made, "making an ext4 image")
-            argv = ("mount", "-o", "loop", str(image), str(mount_point))
+            argv: tuple[str, ...] = ("mount", "-o", "loop", str(image), str(mount_point))
         else:
             argv = ("mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(mount_point))
         try:
@@ -48,11 +49,21 @@ def mounted(kind: str, where: Path, size_mib: int) -> Iterator[Path]:
         try:
             yield mount_point
         finally:
-            undone = run("umount", str(mount_point))
-            assert undone.returncode == 0, undone.stderr
+            unmount(mount_point)
     finally:
         mount_point.rmdir()
         image.unlink(missing_ok=True)
+
+
+def unmount(mount_point: Path, timeout: float = 10.0) -> None:
+    """Unmount, waiting a little for files still closing; a mount still busy then is detached anyway (so nothing
+    is left behind) and the test fails: something kept a file of it open."""
+    deadline = time.monotonic() + timeout
+    while (done := run("umount", str(mount_point))).returncode != 0:
+        if time.monotonic() > deadline:
+            run("umount", "-l", str(mount_point))
+            raise AssertionError(f"{mount_point} still busy at teardown: {done.stderr.strip()}")
+        time.sleep(0.1)
 
 
 def free_bytes(path: Path) -> int:

@@ -116,6 +116,8 @@ class IndexService(Service):
         #: after a failed reservation or file creation (a full disk), the walk waits until this loop time
         self._retry_at = 0.0
         self._last_name = ""
+        #: a reservation or file creation failed and has not succeeded since (said once)
+        self._room_failing = False
         #: the next file being made in the I/O thread (a shutdown meanwhile closes it in :meth:`close`)
         self._creating: concurrent.futures.Future[IndexFile] | None = None
 
@@ -138,7 +140,7 @@ class IndexService(Service):
             try:
                 last.mapped.reserve(0, last.entry_end(0) + ENTRY_WINDOW, warm=False)
             except OSError as exc:  # a full disk: the walk waits for room as it does while running
-                self._log.error("index_room_failed", error=str(exc), retry_in_s=ROOM_RETRY_S)
+                self._room_failed(exc)
         self._log.info("index_loaded", files=len(self.files), resume_offset=self.offset, abnormal=abnormal)
 
     def _load_file(self, path: str, abnormal: bool, checkpoint_timestamp: int) -> None:
@@ -299,10 +301,17 @@ class IndexService(Service):
                 reserve = functools.partial(index.mapped.reserve, 0, end, warm=False)
                 await loop.run_in_executor(self._executor, reserve)
         except OSError as exc:
-            self._log.error("index_room_failed", error=str(exc), retry_in_s=ROOM_RETRY_S)
+            self._room_failed(exc)
             self._retry_at = loop.time() + ROOM_RETRY_S
             return False
+        self._room_failing = False
         return True
+
+    def _room_failed(self, exc: OSError) -> None:
+        """Log a failed reservation or file creation once until one succeeds (a full disk lasts)."""
+        if not self._room_failing:
+            self._log.error("index_room_failed", error=str(exc), retry_in_s=ROOM_RETRY_S)
+        self._room_failing = True
 
     def _new_file(self, previous: IndexFile | None) -> IndexFile:
         """Create the next file (sparse; its header, slots and first entries reserved). Blocking."""
