@@ -177,6 +177,7 @@ class BrokerController:
         store_config = dataclasses.replace(self.config.store, store_host=self.addr)
         self.store = MessageStore(store_config)
         await self.store.start()
+        disk_status.feed_offsets(self.store, self.offsets, self.delay_offsets)  # what the disk report reads
         await asyncio.to_thread(self._load_metadata)
         if self.config.trace_topic_enable:  # RocketMQ: one queue, read and write
             self.topics.create_system_topic(self.config.msg_trace_topic_name, 1,
@@ -419,8 +420,6 @@ class BrokerController:
         self.groups.load()
         self.groups.mark_persisted()
         self.delay_offsets.load()
-        if self.store is not None:
-            self.store.set_consumer_offsets(disk_status.consumer_offsets(self.offsets, self.delay_offsets))
         if self.config.is_master and self.store is not None:
             self.schedule = ScheduleMessageService(self.store, len(self.config.store.delay_levels_ms),
                                                    self.store.put_message, offsets=self.delay_offsets)

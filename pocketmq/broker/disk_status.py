@@ -27,16 +27,17 @@ from collections.abc import Callable, Mapping
 from pocketmq.broker.metadata import ConsumerOffsetManager, DelayOffsets
 from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC
 from pocketmq.remoting.metrics import Metrics
-from pocketmq.store.disk_report import SCHEDULE_GROUP, Offsets
+from pocketmq.store.disk_report import SCHEDULE_GROUP, DiskReport, Offsets
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.retention import Deleted
 
 Sample = tuple[tuple[str, ...], float]
 
 
-def consumer_offsets(offsets: ConsumerOffsetManager, delay: DelayOffsets) -> Callable[[], Offsets]:
-    """What retention reads at each run: the groups' committed offsets, and the delay levels' progress in
-    ``SCHEDULE_TOPIC_XXXX`` (level ``n`` is queue ``n - 1``) as :data:`SCHEDULE_GROUP`'s."""
+def feed_offsets(store: MessageStore, offsets: ConsumerOffsetManager, delay: DelayOffsets) -> None:
+    """Let the store's retention read, at each run, the groups' committed offsets and the delay levels' progress
+    in ``SCHEDULE_TOPIC_XXXX`` (level ``n`` is queue ``n - 1``) as :data:`SCHEDULE_GROUP`'s. Call on the loop
+    once the store runs (its retention exists)."""
     schedule_key = f"{RMQ_SYS_SCHEDULE_TOPIC}@{SCHEDULE_GROUP}"
 
     def read() -> Offsets:
@@ -45,7 +46,18 @@ def consumer_offsets(offsets: ConsumerOffsetManager, delay: DelayOffsets) -> Cal
             table[schedule_key] = {level - 1: offset for level, offset in delay.offset_table.items()}
         return table
 
-    return read
+    if store.retention is not None:
+        store.retention.offsets = read
+
+
+def report_of(store: MessageStore) -> DiskReport | None:
+    """What is reclaimable and what holds the rest, as of the store's last retention run (None before it)."""
+    return store.retention.report if store.retention is not None else None
+
+
+def deleted_of(store: MessageStore) -> dict[str, Deleted]:
+    """What the store's retention deleted since start, by reason (``expired``, ``forced``)."""
+    return store.retention.deleted if store.retention is not None else {}
 
 
 def _pairs(dropped: Mapping[tuple[str, str], int]) -> str:
@@ -60,7 +72,7 @@ def runtime_keys(store: MessageStore) -> dict[str, str]:
     disk = store.disk
     if disk is not None:
         keys.update({"commitLogDirTotalBytes": str(disk.total), "commitLogDirAvailableBytes": str(disk.available)})
-    report = store.disk_report
+    report = report_of(store)
     if report is not None:
         keys.update({
             "diskReclaimableExpiredBytes": str(report.expired_bytes),
@@ -69,7 +81,7 @@ def runtime_keys(store: MessageStore) -> dict[str, str]:
             "diskHeldByTopicGroup": ";".join(f"{h.topic}@{h.group}={h.bytes}/{h.messages}" for h in report.holders),
             "diskReportTimestamp": str(report.timestamp_ms),
         })
-    for reason, deleted in store.deleted.items():
+    for reason, deleted in deleted_of(store).items():
         prefix = "forcedClean" if reason == "forced" else "expiredDeleted"
         dropped = "forcedClean" if reason == "forced" else "expired"
         keys.update({f"{prefix}Files": str(deleted.files), f"{prefix}Bytes": str(deleted.bytes),
@@ -80,36 +92,30 @@ def runtime_keys(store: MessageStore) -> dict[str, str]:
 def register_metrics(m: Metrics, store: Callable[[], MessageStore | None]) -> None:
     """Gauges of the disk report and counters-as-gauges of the deletions since start (read at scrape)."""
 
-    def report_samples(read: Callable[[MessageStore], list[Sample]]) -> Callable[[], list[Sample]]:
+    def report_samples(read: Callable[[DiskReport], list[Sample]]) -> Callable[[], list[Sample]]:
         def samples() -> list[Sample]:
             s = store()
-            return read(s) if s is not None and s.disk_report is not None else []
+            report = report_of(s) if s is not None else None
+            return read(report) if report is not None else []
         return samples
 
     def deleted_samples(read: Callable[[str, Deleted], list[Sample]]) -> Callable[[], list[Sample]]:
         def samples() -> list[Sample]:
             s = store()
-            return [sample for reason, deleted in (s.deleted.items() if s is not None else ())
+            return [sample for reason, deleted in (deleted_of(s).items() if s is not None else ())
                     for sample in read(reason, deleted)]
         return samples
 
-    def reclaimable(s: MessageStore) -> list[Sample]:
-        report = s.disk_report
-        assert report is not None
-        return [(("expired",), report.expired_bytes), (("consumed",), report.consumed_bytes)]
-
     m.gauge("pocketmq_store_disk_reclaimable_bytes", "Commit-log bytes retention can reclaim: expired (older than "
             "fileReservedTime), consumed (every group read them; kept by fileReservedTime)", ["kind"],
-            report_samples(reclaimable))
+            report_samples(lambda r: [(("expired",), r.expired_bytes), (("consumed",), r.consumed_bytes)]))
     m.gauge("pocketmq_store_disk_held_bytes", "Commit-log bytes from the oldest unconsumed message on", [],
-            report_samples(lambda s: [((), s.disk_report.held_bytes)] if s.disk_report else []))
+            report_samples(lambda r: [((), r.held_bytes)]))
     m.gauge("pocketmq_store_disk_held_by_bytes", "Commit-log bytes each backlog keeps (from the file of its oldest "
             "unconsumed message to the end); group (none): a topic no group consumes", ["topic", "group"],
-            report_samples(lambda s: [((h.topic, h.group), h.bytes) for h in s.disk_report.holders]
-                           if s.disk_report else []))
+            report_samples(lambda r: [((h.topic, h.group), h.bytes) for h in r.holders]))
     m.gauge("pocketmq_store_disk_backlog_messages", "Unconsumed messages still stored, by topic and group",
-            ["topic", "group"], report_samples(lambda s: [((h.topic, h.group), h.messages)
-                                                          for h in s.disk_report.holders] if s.disk_report else []))
+            ["topic", "group"], report_samples(lambda r: [((h.topic, h.group), h.messages) for h in r.holders]))
     m.gauge("pocketmq_store_deleted_files", "Commit-log files retention deleted since start, by reason "
             "(expired: fileReservedTime; forced: cleanFileForciblyEnable)", ["reason"],
             deleted_samples(lambda reason, d: [((reason,), d.files)]))
@@ -121,4 +127,4 @@ def register_metrics(m: Metrics, store: Callable[[], MessageStore | None]) -> No
                                                for (group, topic), count in sorted(d.dropped.items())]))
 
 
-__all__ = ["consumer_offsets", "register_metrics", "runtime_keys"]
+__all__ = ["deleted_of", "feed_offsets", "register_metrics", "report_of", "runtime_keys"]

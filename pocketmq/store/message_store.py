@@ -28,9 +28,6 @@ Disk. Files are sparse; what a store takes on disk is its data plus the reserved
 is above ``diskSpaceWarningLevelRatio`` (:mod:`pocketmq.store.retention`), the store stops taking puts
 (SERVICE_NOT_AVAILABLE, :attr:`MessageStore.not_writable_reason` says why) and keeps serving reads; every
 retention run re-checks, and puts are taken again once the reservation succeeds (:mod:`pocketmq.store.disk_guard`).
-Nothing unexpired is deleted for want of space unless ``cleanFileForciblyEnable`` says so;
-:attr:`MessageStore.disk_report` says what is reclaimable and which consumer groups' backlogs hold the rest (the
-owner tells the store where the groups' offsets are: :meth:`MessageStore.set_consumer_offsets`).
 
 Recovery runs once, before any of them is used, in a thread of its own.
 """
@@ -45,7 +42,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from pocketmq.common.logs import get_logger
 from pocketmq.common.record import MessageRecord
@@ -55,7 +52,6 @@ from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.disk_guard import DiskGuard
-from pocketmq.store.disk_report import DiskReport, Offsets
 from pocketmq.store.errors import StoreError, StoreNotRunningError
 from pocketmq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService, flush_commit_log
 from pocketmq.store.index import IndexService, QueryResult
@@ -68,7 +64,7 @@ from pocketmq.store.reader import MessageFilter, MessageReader, RecordFilter
 from pocketmq.store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
 from pocketmq.store.reput import Reput, make_cut_durable
 from pocketmq.store.results import GetMessageResult, PutMessageResult, PutMessageStatus
-from pocketmq.store.retention import Deleted, DiskState, RetentionService, disk_state
+from pocketmq.store.retention import DiskState, RetentionService, disk_state
 
 log = get_logger("pocketmq.store.message_store")
 
@@ -122,7 +118,6 @@ class MessageStore:
         #: after an abnormal start, the log's max offset right after recovery (see ha.connection); else None
         self.recovered_max: int | None = None
         self._cut: asyncio.Future[list[MappedFile]] | None = None  # a slave's truncation being made durable
-        self._offsets: Callable[[], Offsets] = dict
 
     # =================================================================================== lifecycle
 
@@ -135,11 +130,8 @@ class MessageStore:
         self._state = _State.STOPPED  # until recovery succeeds; a failed store is not started again
         try:
             await loop.run_in_executor(None, self._open_and_recover)
-        except BaseException as exc:
+        except BaseException:
             await loop.run_in_executor(None, self._close_files, False)
-            if is_no_space(exc):  # recovery rewrites only what it had; more needs room the disk does not have
-                raise StoreError(f"recovery of {self.config.store_path_root_dir} needs disk space the disk does not "
-                                 f"have ({exc}): free space on that file system and start again") from exc
             raise
         cfg = self.config
         if self._sync_flush:
@@ -159,7 +151,7 @@ class MessageStore:
             self._listeners.growth.append(self.index.on_growth)
         self.retention = self._services.add_child(RetentionService(
             cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._guard.on_ratio,
-            recheck=self._guard.recheck, offsets=lambda: self._offsets()))
+            recheck=self._guard.recheck))
         self._services.start()
         self._state = _State.RUNNING
         self._update_writable()
@@ -310,21 +302,6 @@ class MessageStore:
     def disk(self) -> DiskState | None:
         """The store's file system at the last check (start, then every retention run)."""
         return self._guard.disk
-
-    @property
-    def disk_report(self) -> DiskReport | None:
-        """What is reclaimable and what holds the rest, as of the last retention run (None before it)."""
-        return self.retention.report if self.retention is not None else None
-
-    @property
-    def deleted(self) -> dict[str, Deleted]:
-        """What retention deleted since start, by reason (``expired``, ``forced``)."""
-        return self.retention.deleted if self.retention is not None else {}
-
-    def set_consumer_offsets(self, offsets: Callable[[], Offsets]) -> None:
-        """Where retention reads the consumer groups' offsets (``topic@group -> queue id -> offset``), to report
-        and account backlogs; called on the loop at each run. Until set, no group consumes anything."""
-        self._offsets = offsets
 
     @property
     def is_running(self) -> bool:

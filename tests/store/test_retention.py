@@ -136,7 +136,7 @@ async def test_disk_pressure_deletes_only_expired_files_by_default(tmp_path: Pat
             usage["ratio"] = ratio
             assert await s.retention.run_once() == 0
         assert [m.path for m in s.commit_log.queue.files] == kept and all(exists(p) for p in kept)
-        assert s.deleted["forced"].files == 0 and s.deleted["expired"].files == 1
+        assert s.retention.deleted["forced"].files == 0 and s.retention.deleted["expired"].files == 1
         assert not s.writable  # above the warning level: puts are refused
         assert (await s.put_message(msg())).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         for queue_id in (0, 1):  # and everything kept is readable
@@ -160,8 +160,9 @@ async def test_forced_cleaning_when_enabled_counts_the_backlog_it_drops(tmp_path
     usage = {"ratio": 0.5}
     s = pressure_store(tmp_path, monkeypatch, usage, clean_file_forcibly_enable=True)
     offsets: dict[str, dict[int, int]] = {"T@behind": {0: 5, 1: 0}, "T@ahead": {0: 10_000, 1: 10_000}}
-    s.set_consumer_offsets(lambda: offsets)
     await s.start()
+    assert s.retention is not None
+    s.retention.offsets = lambda: offsets
     try:
         await filled(s, 6)
         assert s.retention is not None
@@ -173,10 +174,10 @@ async def test_forced_cleaning_when_enabled_counts_the_backlog_it_drops(tmp_path
         assert deleted >= 1 and s.min_phy_offset == deleted * CL_FILE
         min_after = [cq.min_offset for cq in queues if cq is not None]
         assert min_after[0] > 5 and min_after[1] > 0  # both queues lost messages "behind" had not consumed
-        forced = s.deleted["forced"]
+        forced = s.retention.deleted["forced"]
         assert (forced.files, forced.bytes) == (deleted, deleted * CL_FILE)
         assert forced.dropped == {("behind", "T"): (min_after[0] - 5) + (min_after[1] - min_before[1])}
-        assert s.deleted["expired"].files == 0
+        assert s.retention.deleted["expired"].files == 0
         old = s.get_messages("behind", "T", 0, 5, 32)
         assert (old.status, old.next_begin_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, min_after[0])
         check_consistency(s)
@@ -188,13 +189,14 @@ async def test_the_report_says_what_is_reclaimable_and_who_holds_the_rest(tmp_pa
     s = MessageStore(small_config(tmp_path, delete_when=other_hours(), file_reserved_time_hours=1,
                                   flush_commit_log_thorough_interval_ms=50))
     offsets: dict[str, dict[int, int]] = {}
-    s.set_consumer_offsets(lambda: offsets)
     await s.start()
+    assert s.retention is not None
+    s.retention.offsets = lambda: offsets
     try:
         await filled(s, 6)
         assert s.retention is not None
         await s.retention.run_once()
-        report = s.disk_report
+        report = s.retention.report
         assert report is not None and report.reclaimable_bytes == 0  # no group: every message is held
         assert {(h.group, h.topic) for h in report.holders} == {("(none)", "T")}
         assert report.held_bytes == s.max_phy_offset
@@ -206,7 +208,7 @@ async def test_the_report_says_what_is_reclaimable_and_who_holds_the_rest(tmp_pa
         offsets["T@g"] = {0: next(i for i in range(cq0.max_offset) if unit_at(cq0, i) >= third),
                           1: next(i for i in range(cq1.max_offset) if unit_at(cq1, i) >= fourth)}
         await s.retention.run_once()  # not the hour, disk fine: nothing deleted
-        report = s.disk_report
+        report = s.retention.report
         assert report is not None
         assert (report.expired_bytes, report.consumed_bytes) == (CL_FILE, 2 * CL_FILE)
         assert report.held_bytes == s.max_phy_offset - third
@@ -216,7 +218,7 @@ async def test_the_report_says_what_is_reclaimable_and_who_holds_the_rest(tmp_pa
         assert holder.messages == (cq0.max_offset - offsets["T@g"][0]) + (cq1.max_offset - offsets["T@g"][1])
         offsets["T@h"] = {0: cq0.max_offset, 1: 0}
         await s.retention.run_once()
-        report = s.disk_report
+        report = s.retention.report
         assert report is not None and report.consumed_bytes == 0 and report.expired_bytes == CL_FILE
         assert [h.group for h in report.holders] == ["h", "g"]  # the oldest backlog first
         assert report.holders[0].messages == cq1.max_offset
