@@ -314,3 +314,22 @@ async def test_forced_cleaning_when_enabled_reports_exactly_what_it_dropped(
     old = await client.invoke(broker.addr, pull_request(TOPIC, 0, queue_id=1, max_nums=32))
     assert old.code != ResponseCode.SUCCESS and old.field("nextBeginOffset") == str(lows[1])  # gone, and said so
     await check_readable(client, broker.addr, acked, skip_below=lows)  # everything kept is whole
+
+
+def test_a_broker_that_cannot_start_says_why(tmp_path: Path) -> None:
+    """A failed start is one log line with the reason, then exit status 1 (here: the store is another broker's)."""
+    with mounted("tmpfs", tmp_path, 16) as disk:
+        brokers = Brokers(tmp_path, disk, {})
+        try:
+            brokers.start_broker()
+            args = [sys.executable, "-m", "pocketmq.broker.main", "-n", brokers.ns.addr, "--listen-host", "127.0.0.1",
+                    "--listen-port", "0", "--store-dir", str(brokers.store), "--log-format", "json",
+                    "-c", str(brokers.config)]
+            second = Proc(args, "BROKER READY")
+            brokers.procs.append(second)
+            assert second.popen.wait(60) == 1
+            failed = [json.loads(line) for line in second.lines if '"server_start_failed"' in line]
+            assert len(failed) == 1 and "in use by another store" in failed[0]["error"], second.stderr_text()[-2000:]
+            assert failed[0]["level"] == "error" and failed[0]["error_type"] == "StoreError"
+        finally:
+            brokers.kill_all()
