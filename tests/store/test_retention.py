@@ -14,6 +14,7 @@ import pytest
 import pocketmq.store.retention
 from pocketmq.store import GetMessageStatus, MessageStore, PutMessageStatus
 from pocketmq.store.consume_queue import ConsumeQueue
+from pocketmq.store.retention import RetentionService
 from tests.helpers import eventually
 from tests.store.support import CL_FILE, check_consistency, exists, msg, small_config
 
@@ -160,24 +161,21 @@ async def test_forced_cleaning_when_enabled_counts_the_backlog_it_drops(tmp_path
     usage = {"ratio": 0.5}
     s = pressure_store(tmp_path, monkeypatch, usage, clean_file_forcibly_enable=True)
     offsets: dict[str, dict[int, int]] = {"T@behind": {0: 5, 1: 0}, "T@ahead": {0: 10_000, 1: 10_000}}
-    await s.start()
-    assert s.retention is not None
-    s.retention.offsets = lambda: offsets
+    retention = await start_with_offsets(s, offsets)
     try:
         await filled(s, 6)
-        assert s.retention is not None
         queues = [s.find_consume_queue("T", q) for q in (0, 1)]
         assert all(cq is not None for cq in queues)
         min_before = [cq.min_offset for cq in queues if cq is not None]
         usage["ratio"] = 0.86
-        deleted = await s.retention.run_once()
+        deleted = await retention.run_once()
         assert deleted >= 1 and s.min_phy_offset == deleted * CL_FILE
         min_after = [cq.min_offset for cq in queues if cq is not None]
         assert min_after[0] > 5 and min_after[1] > 0  # both queues lost messages "behind" had not consumed
-        forced = s.retention.deleted["forced"]
+        forced = retention.deleted["forced"]
         assert (forced.files, forced.bytes) == (deleted, deleted * CL_FILE)
         assert forced.dropped == {("behind", "T"): (min_after[0] - 5) + (min_after[1] - min_before[1])}
-        assert s.retention.deleted["expired"].files == 0
+        assert retention.deleted["expired"].files == 0
         old = s.get_messages("behind", "T", 0, 5, 32)
         assert (old.status, old.next_begin_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, min_after[0])
         check_consistency(s)
@@ -189,14 +187,11 @@ async def test_the_report_says_what_is_reclaimable_and_who_holds_the_rest(tmp_pa
     s = MessageStore(small_config(tmp_path, delete_when=other_hours(), file_reserved_time_hours=1,
                                   flush_commit_log_thorough_interval_ms=50))
     offsets: dict[str, dict[int, int]] = {}
-    await s.start()
-    assert s.retention is not None
-    s.retention.offsets = lambda: offsets
+    retention = await start_with_offsets(s, offsets)
     try:
         await filled(s, 6)
-        assert s.retention is not None
-        await s.retention.run_once()
-        report = s.retention.report
+        await retention.run_once()
+        report = retention.report
         assert report is not None and report.reclaimable_bytes == 0  # no group: every message is held
         assert {(h.group, h.topic) for h in report.holders} == {("(none)", "T")}
         assert report.held_bytes == s.max_phy_offset
@@ -207,8 +202,8 @@ async def test_the_report_says_what_is_reclaimable_and_who_holds_the_rest(tmp_pa
         third, fourth = 3 * CL_FILE, 4 * CL_FILE
         offsets["T@g"] = {0: next(i for i in range(cq0.max_offset) if unit_at(cq0, i) >= third),
                           1: next(i for i in range(cq1.max_offset) if unit_at(cq1, i) >= fourth)}
-        await s.retention.run_once()  # not the hour, disk fine: nothing deleted
-        report = s.retention.report
+        await retention.run_once()  # not the hour, disk fine: nothing deleted
+        report = retention.report
         assert report is not None
         assert (report.expired_bytes, report.consumed_bytes) == (CL_FILE, 2 * CL_FILE)
         assert report.held_bytes == s.max_phy_offset - third
@@ -217,13 +212,21 @@ async def test_the_report_says_what_is_reclaimable_and_who_holds_the_rest(tmp_pa
         assert holder.bytes == s.max_phy_offset - third and third <= holder.oldest < fourth
         assert holder.messages == (cq0.max_offset - offsets["T@g"][0]) + (cq1.max_offset - offsets["T@g"][1])
         offsets["T@h"] = {0: cq0.max_offset, 1: 0}
-        await s.retention.run_once()
-        report = s.retention.report
+        await retention.run_once()
+        report = retention.report
         assert report is not None and report.consumed_bytes == 0 and report.expired_bytes == CL_FILE
         assert [h.group for h in report.holders] == ["h", "g"]  # the oldest backlog first
         assert report.holders[0].messages == cq1.max_offset
     finally:
         await s.shutdown()
+
+
+async def start_with_offsets(s: MessageStore, offsets: dict[str, dict[int, int]]) -> RetentionService:
+    """Start the store; its retention reads ``offsets`` as the consumer groups' (the broker hands it its tables)."""
+    await s.start()
+    assert s.retention is not None
+    s.retention.offsets = lambda: offsets
+    return s.retention
 
 
 def unit_at(cq: ConsumeQueue, index: int) -> int:
