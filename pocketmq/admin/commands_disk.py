@@ -63,6 +63,7 @@ def disk_status(info: dict[str, str]) -> dict[str, Any]:
         "reclaimableExpiredBytes": _int(info, "diskReclaimableExpiredBytes"),
         "reclaimableConsumedBytes": _int(info, "diskReclaimableConsumedBytes"),
         "heldBytes": _int(info, "diskHeldBytes"), "heldBy": holders(info.get("diskHeldByTopicGroup", "")),
+        "holders": _int(info, "diskHolders"),
         "fileReservedTimeHours": info.get("fileReservedTime", ""),
         "cleanFileForciblyEnable": info.get("cleanFileForciblyEnable") == "true",
         "forcedClean": {"files": _int(info, "forcedCleanFiles"), "bytes": _int(info, "forcedCleanBytes"),
@@ -111,6 +112,8 @@ def render(addr: str, s: dict[str, Any]) -> str:
     if s["heldBy"]:
         lines += ["", table(["#Topic", "#Group", "#HeldBytes", "#Backlog"],
                             [[h["topic"], h["group"], size(h["bytes"]), h["messages"]] for h in s["heldBy"]])]
+        if s["holders"] > len(s["heldBy"]):
+            lines.append(f"... and {s['holders'] - len(s['heldBy'])} smaller backlogs (all on /metrics)")
     hints = advice(s)
     if hints:
         lines += [""] + [f"* {hint}" for hint in hints]

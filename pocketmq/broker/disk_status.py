@@ -11,7 +11,8 @@ Runtime-info keys (strings, as every runtime key is; byte counts are commit-log 
 | ``diskReclaimableExpiredBytes`` | head files older than ``fileReservedTime``: retention deletes them |
 | ``diskReclaimableConsumedBytes`` | further head files every group has consumed, kept by ``fileReservedTime`` |
 | ``diskHeldBytes`` | the rest, from the oldest unconsumed message on |
-| ``diskHeldByTopicGroup`` | ``topic@group=bytes/messages;...``, the backlogs, largest first |
+| ``diskHeldByTopicGroup`` | ``topic@group=bytes/messages;...``, the 50 largest backlogs, largest first |
+| ``diskHolders`` | how many backlogs there are |
 | ``diskReportTimestamp`` | ms, the retention run the figures are from |
 | ``forcedCleanFiles``, ``forcedCleanBytes`` | since start, what forced cleaning deleted |
 | ``forcedCleanDroppedByTopicGroup`` | since start, unconsumed messages it took, ``topic@group=messages;...`` |
@@ -32,6 +33,8 @@ from pocketmq.store.message_store import MessageStore
 from pocketmq.store.retention import Deleted
 
 Sample = tuple[tuple[str, ...], float]
+HOLDERS_SHOWN = 50
+"""Backlogs listed in the runtime info, oldest first (the count of all is ``diskHolders``); /metrics has all."""
 
 
 def feed_offsets(store: MessageStore, offsets: ConsumerOffsetManager, delay: DelayOffsets) -> None:
@@ -78,7 +81,9 @@ def runtime_keys(store: MessageStore) -> dict[str, str]:
             "diskReclaimableExpiredBytes": str(report.expired_bytes),
             "diskReclaimableConsumedBytes": str(report.consumed_bytes),
             "diskHeldBytes": str(report.held_bytes),
-            "diskHeldByTopicGroup": ";".join(f"{h.topic}@{h.group}={h.bytes}/{h.messages}" for h in report.holders),
+            "diskHeldByTopicGroup": ";".join(f"{h.topic}@{h.group}={h.bytes}/{h.messages}"
+                                             for h in report.holders[:HOLDERS_SHOWN]),
+            "diskHolders": str(len(report.holders)),
             "diskReportTimestamp": str(report.timestamp_ms),
         })
     for reason, deleted in deleted_of(store).items():

@@ -22,7 +22,7 @@ def test_a_refused_disk_gets_advice_in_the_order_that_loses_least() -> None:
             "diskFullReason": "the broker's disk is full", "commitLogMinOffset": "0",
             "commitLogMaxOffset": str(48 << 20), "diskReclaimableExpiredBytes": str(8 << 20),
             "diskReclaimableConsumedBytes": str(16 << 20), "diskHeldBytes": str(24 << 20),
-            "diskHeldByTopicGroup": f"Orders@audit={24 << 20}/5000", "fileReservedTime": "72",
+            "diskHeldByTopicGroup": f"Orders@audit={24 << 20}/5000", "diskHolders": "3", "fileReservedTime": "72",
             "cleanFileForciblyEnable": "false", "forcedCleanFiles": "0", "expiredDeletedFiles": "2",
             "expiredDeletedBytes": str(8 << 20), "expiredDroppedByTopicGroup": "Orders@audit=10"}
     status = disk_status(info)
@@ -32,6 +32,7 @@ def test_a_refused_disk_gets_advice_in_the_order_that_loses_least() -> None:
     assert "fileReservedTime=72 h" in hints[1] and "Orders@audit (5000 messages" in hints[2]
     text = render("10.0.0.1:10911", status)
     assert "REFUSED (the broker's disk is full)" in text and "93.0% used, 7.0 MiB free of 100.0 MiB" in text
+    assert "Orders  audit   24.0 MiB    5000" in text and "... and 2 smaller backlogs" in text
     assert advice(disk_status({"storeWritable": "false"})) == [
         "nothing here is reclaimable: free space on the file system or grow it"]
     assert advice(disk_status({"storeWritable": "true"})) == []
