@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -74,6 +75,8 @@ def optional_build_ext() -> type:
                 super().run()
             except Exception as exc:  # no compiler at all (DistutilsPlatformError and friends)
                 print(f"pocketmq: cannot build extension modules ({exc}); plain Python", file=sys.stderr)
+            if self.inplace:
+                remove_stray_extensions()
 
         def build_extension(self, ext: Any) -> None:
             try:
@@ -85,6 +88,17 @@ def optional_build_ext() -> type:
                     stale.unlink(missing_ok=True)
 
     return OptionalBuildExt
+
+
+def remove_stray_extensions() -> None:
+    """Delete in-place extensions of modules no longer compiled: Python would load one before its source."""
+    wanted = set(compiled_switch().MODULES)
+    for suffix in EXTENSION_SUFFIXES:
+        for path in (ROOT / "pocketmq").rglob("*" + suffix):
+            name = ".".join(path.relative_to(ROOT).with_name(path.name[: -len(suffix)]).parts)
+            if name not in wanted:
+                print(f"pocketmq: removing {path.relative_to(ROOT)} ({name} is no longer compiled)", file=sys.stderr)
+                path.unlink()
 
 
 setup(**build_options())

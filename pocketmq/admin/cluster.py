@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from pocketmq.admin.api import AdminClient, AdminError
 from pocketmq.common.config import load_properties
+from pocketmq.common.logs import configure_logging
 from pocketmq.conf import presets_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -579,6 +580,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    configure_logging("console", "WARNING")  # its admin client's records: problems only, on stderr
     try:
         if args.command == "up":
             return asyncio.run(run_up(args))
