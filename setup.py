@@ -15,6 +15,8 @@ import importlib
 import importlib.util
 import os
 import sys
+import sysconfig
+import tempfile
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
@@ -41,7 +43,7 @@ def compiled_switch() -> ModuleType:
 
 def build_options() -> dict[str, Any]:
     """``setup()`` keywords that build the extensions: empty (a pure-Python package) when the pure build is
-    asked for or Cython is missing."""
+    asked for, Cython is missing or no C compiler works."""
     switch = compiled_switch()
     if switch.pure_requested():
         print(f"pocketmq: {switch.PURE_ENV} set, building no extension modules", file=sys.stderr)
@@ -53,6 +55,11 @@ def build_options() -> dict[str, Any]:
     except ImportError as exc:
         print(f"pocketmq: {exc}; the hot path stays plain Python", file=sys.stderr)
         return {}
+    problem = compiler_problem()
+    if problem is not None:
+        # No extension modules at all: the wheel is then tagged pure (py3-none-any), installable anywhere.
+        print(f"pocketmq: {problem}; building the pure-Python package", file=sys.stderr)
+        return {}
     extensions = [
         extension_class(name, [str(Path(*name.split(".")).with_suffix(".py"))], extra_compile_args=COMPILE_ARGS)
         for name in switch.MODULES
@@ -63,6 +70,22 @@ def build_options() -> dict[str, Any]:
     for extension in compiled:
         extension.optional = True  # cythonize does not carry it over
     return {"ext_modules": compiled, "cmdclass": {"build_ext": optional_build_ext()}}
+
+
+def compiler_problem() -> str | None:
+    """``None`` when the C compiler that ``build_ext`` would use compiles against this Python's headers (a
+    one-line probe), else what went wrong: without one, no extension is declared and the wheel is pure."""
+    ccompiler = importlib.import_module("distutils.ccompiler")  # setuptools' own copy, imported by setuptools
+    compiler = ccompiler.new_compiler()
+    importlib.import_module("distutils.sysconfig").customize_compiler(compiler)
+    with tempfile.TemporaryDirectory(prefix="pocketmq-cc-") as scratch:
+        probe = Path(scratch, "probe.c")
+        probe.write_text("#include <Python.h>\nint pocketmq_probe(void) { return 0; }\n", encoding="ascii")
+        try:
+            compiler.compile([str(probe)], output_dir=scratch, include_dirs=[sysconfig.get_paths()["include"]])
+        except Exception as exc:  # CompileError, DistutilsExecError, a compiler that is not there
+            return f"no working C compiler ({exc})"
+    return None
 
 
 def optional_build_ext() -> type:
