@@ -82,5 +82,9 @@ def run_main(prog: str, args: argparse.Namespace, build: Callable[[argparse.Name
         return 0
     log_format: LogFormat = args.log_format
     configure_logging(log_format, args.log_level)
-    uvloop.run(serve(make(config), ready_prefix))
+    try:
+        uvloop.run(serve(make(config), ready_prefix))
+    except ConfigError as exc:  # found at start (an ACL file that is missing or invalid): no traceback
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     return 0
