@@ -481,18 +481,14 @@ def read_state(base_dir: Path) -> dict[str, Any]:
 
 
 def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs; a process that exited but was not yet reaped by its parent (a zombie) is gone."""
+    """True while ``pid`` runs (a zombie, exited but not yet reaped by its parent, does not)."""
+    with contextlib.suppress(OSError):  # no /proc (not Linux): signal 0 alone decides
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no /proc (not Linux): signal 0 is all there is
-    return stat.rpartition(")")[2].split()[0] != "Z"  # the state follows the parenthesised command name
+    except OSError as exc:
+        return isinstance(exc, PermissionError)  # another user's process is alive
+    return True
 
 
 async def cluster_status(base_dir: Path) -> dict[str, Any]:
