@@ -17,6 +17,7 @@ import os
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterable
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
@@ -113,15 +114,21 @@ def optional_build_ext() -> type:
     return OptionalBuildExt
 
 
-def remove_stray_extensions() -> None:
-    """Delete in-place extensions of modules no longer compiled: Python would load one before its source."""
-    wanted = set(compiled_switch().MODULES)
-    for suffix in EXTENSION_SUFFIXES:
-        for path in (ROOT / "pocketmq").rglob("*" + suffix):
-            name = ".".join(path.relative_to(ROOT).with_name(path.name[: -len(suffix)]).parts)
-            if name not in wanted:
-                print(f"pocketmq: removing {path.relative_to(ROOT)} ({name} is no longer compiled)", file=sys.stderr)
-                path.unlink()
+def remove_stray_extensions(root: Path = ROOT, modules: Iterable[str] | None = None) -> list[str]:
+    """Delete in-place extensions of modules no longer compiled (Python would load one before its source);
+    the modules whose extension went."""
+    wanted = set(compiled_switch().MODULES if modules is None else modules)
+    found = {path for suffix in EXTENSION_SUFFIXES for path in (root / "pocketmq").rglob("*" + suffix)}
+    removed = []
+    for path in sorted(found):
+        # A module's name has no dot, so its extension's name is the module's up to the first one.
+        name = ".".join((*path.relative_to(root).parent.parts, path.name.partition(".")[0]))
+        if name not in wanted:
+            print(f"pocketmq: removing {path.relative_to(root)} ({name} is no longer compiled)", file=sys.stderr)
+            path.unlink()
+            removed.append(name)
+    return removed
 
 
-setup(**build_options())
+if __name__ == "__main__":  # how pip, build and `python setup.py` run it; a test imports it for its functions
+    setup(**build_options())

@@ -8,6 +8,7 @@ silently fell back to source fails here) and ``make test-pure`` with ``POCKETMQ_
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -179,3 +180,21 @@ def test_typed_modules_run_without_cython_installed() -> None:
                           timeout=240)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout
+
+
+def test_an_in_place_build_removes_extensions_of_modules_no_longer_compiled(tmp_path: Path) -> None:
+    """The finder is not always installed, so an extension left beside a source whose module left ``MODULES``
+    must not survive ``make compiled`` (setup.py), while every listed module keeps its own."""
+    spec = importlib.util.spec_from_file_location("pocketmq_setup_under_test", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    setup_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_py)  # not __main__: defines its functions, runs no build
+    common = tmp_path / "pocketmq" / "common"
+    common.mkdir(parents=True)
+    kept = [common / "record.cpython-311-x86_64-linux-gnu.so", common / "frame.abi3.so"]
+    gone = [common / "old.cpython-311-x86_64-linux-gnu.so", tmp_path / "pocketmq" / "gone.so"]
+    for path in [*kept, *gone]:
+        path.write_bytes(b"")
+    removed = setup_py.remove_stray_extensions(tmp_path, ["pocketmq.common.record", "pocketmq.common.frame"])
+    assert sorted(removed) == ["pocketmq.common.old", "pocketmq.gone"]
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in gone)
