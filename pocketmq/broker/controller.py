@@ -18,6 +18,7 @@ import struct
 
 from pocketmq.broker import disk_status
 from pocketmq.broker.acl import PlainAclService
+from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.exporter_metrics import ExporterMetrics
@@ -188,6 +189,7 @@ class BrokerController:
         await self._load_transactions(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
+        await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
@@ -285,6 +287,7 @@ class BrokerController:
         await self._persist_topics()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
+            await asyncio.to_thread(remove_address, self.store.config.store_path_root_dir, self.addr)
             await self.store.shutdown()
         await self.outer_api.unregister_broker_all(self.identity())
         await self.client.close()

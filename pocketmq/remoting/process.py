@@ -4,7 +4,7 @@ Shared by ``rmq-namesrv`` and ``rmq-broker``: the flags every server takes (:fun
 and the run itself (:func:`run_main`). The readiness line (``<PREFIX> READY host:port`` on stderr) is
 printed once the process serves requests, so scripts and tests can start it with port 0 and read the
 address it bound. A start that fails is logged (``server_start_failed``, with the reason) and the process exits
-with status 1; a fatal signal (SIGBUS from a mapped page the disk cannot back, SIGSEGV) prints the Python stack
+with status 1 (a configuration error found at start: one line, status 2); a fatal signal (SIGBUS from a mapped page the disk cannot back, SIGSEGV) prints the Python stack
 of every thread on stderr before the process dies (``faulthandler``), so a death always says where it happened.
 """
 
@@ -49,6 +49,8 @@ class StartFailed(Exception):
 async def serve(controller: Controller, ready_prefix: str) -> None:
     try:
         await controller.start()
+    except ConfigError:
+        raise  # the caller says it in one line
     except Exception as exc:
         log.error("server_start_failed", error=str(exc) or type(exc).__name__, error_type=type(exc).__name__,
                   exc_info=True)
@@ -98,6 +100,9 @@ def run_main(prog: str, args: argparse.Namespace, build: Callable[[argparse.Name
     faulthandler.enable()
     try:
         uvloop.run(serve(make(config), ready_prefix))
+    except ConfigError as exc:  # found at start (an ACL file that is missing or invalid): no traceback
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     except StartFailed:
         return 1
     return 0

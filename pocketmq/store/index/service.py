@@ -42,9 +42,8 @@ import os
 import time
 from typing import NamedTuple
 
-from structlog.typing import FilteringBoundLogger
-
 from pocketmq.common.errors import RecordFormatError
+from pocketmq.common.logs import Logger
 from pocketmq.common.message import MessageConst, get_property
 from pocketmq.common.service import Service
 from pocketmq.store.checkpoint import StoreCheckpoint
@@ -96,7 +95,7 @@ class IndexService(Service):
     name = "store-index"
 
     def __init__(self, config: StoreConfig, commit_log: CommitLog, checkpoint: StoreCheckpoint,
-                 executor: concurrent.futures.Executor, log: FilteringBoundLogger) -> None:
+                 executor: concurrent.futures.Executor, log: Logger) -> None:
         super().__init__()
         self.directory = os.path.join(config.store_path_root_dir, "index")
         self.files: list[IndexFile] = []
