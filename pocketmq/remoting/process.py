@@ -4,8 +4,9 @@ Shared by ``rmq-namesrv`` and ``rmq-broker``: the flags every server takes (:fun
 and the run itself (:func:`run_main`). The readiness line (``<PREFIX> READY host:port`` on stderr) is
 printed once the process serves requests, so scripts and tests can start it with port 0 and read the
 address it bound. A start that fails is logged (``server_start_failed``, with the reason) and the process exits
-with status 1 (a configuration error found at start: one line, status 2); a fatal signal (SIGBUS from a mapped page the disk cannot back, SIGSEGV) prints the Python stack
-of every thread on stderr before the process dies (``faulthandler``), so a death always says where it happened.
+with status 1 (a configuration error found at start: one line, status 2); a fatal signal (SIGBUS from a mapped
+page the disk cannot back, SIGSEGV) prints the Python stack of every thread on stderr before the process dies
+(``faulthandler``), so a death always says where it happened.
 """
 
 from __future__ import annotations
