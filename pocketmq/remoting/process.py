@@ -28,7 +28,7 @@ from pocketmq.common.logs import LogFormat, configure_logging, get_logger
 ConfigT = TypeVar("ConfigT")
 
 
-log = get_logger("remoting.process")
+log = get_logger("pocketmq.remoting.process")
 
 GC_THRESHOLDS = (100_000, 50, 100)
 """The servers' cyclic-GC thresholds (young, middle, old), see :func:`serve`."""
