@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_PAUSED_QUEUES", "MAX_TOPICS", "LitePullConsumer"]
 
-log = get_logger("pocketmq.client.lite_pull_consumer")
+log = get_logger("pocketmq.client.pull_consumer")
 
 #: Topics a consumer subscribes to (or is assigned queues of) at most.
 MAX_TOPICS = 1024
@@ -340,6 +340,10 @@ class LitePullConsumer(ClientMember):
         if self._auto_commit:
             self._maybe_auto_commit(parts)
         buffer, pulls = parts.buffer, parts.pulls
+        if buffer.count:
+            # A poll that finds a batch waiting would never suspend: let the loop read the pulls' answers first, or
+            # an application working through the buffer starves its own pulls until the buffer is empty.
+            await asyncio.sleep(0)
         batch = buffer.take(pulls.paused)
         if batch is None and timeout > 0:
             deadline = time.monotonic() + timeout
