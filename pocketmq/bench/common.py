@@ -194,10 +194,10 @@ async def wait_for_route(producer: Producer, topic: str, timeout: float = 30.0) 
     raise RuntimeError(f"no route for {topic}")
 
 
-def add_own_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--pin``, ``--keep-dir`` and ``--json`` of a benchmark that always starts its own cluster."""
-    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
-                        help="pin the broker and this process to different CPUs (default on)")
+def add_own_cluster_arguments(parser: argparse.ArgumentParser, *, pin: bool = True) -> None:
+    """``--pin`` (default ``pin``), ``--keep-dir`` and ``--json`` of a benchmark that always starts its own cluster."""
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=pin,
+                        help=f"pin the broker and this process to different CPUs (default {'on' if pin else 'off'})")
     parser.add_argument("--keep-dir", action="store_true", help="keep the cluster's temporary directory")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 

@@ -12,8 +12,11 @@ which goes first:
 
 Each round's requester is a new producer whose first request (a one-time route lookup of the reply topic and a
 heartbeat, RocketMQ's ``prepareSendRequest``) is not measured. Reported: per round and kind the p50 / p99 / p999
-in µs; the median of the rounds; the ratio of the medians; the load average before and after. With ``--pin``
-(default) the broker runs on the last CPU and this process on the first; the replier is not pinned.
+in µs; the median of the rounds; the ratio of the medians; where a round trip's time goes (medians, ms: request
+sent to reply sent, reply sent to pushed, pushed to arrived, arrived to returned; from the reply's born,
+``PUSH_REPLY_TIME`` and ``ARRIVE_TIME`` stamps, whole milliseconds); the load average before and after. Nothing is
+pinned by default, as W3 runs in the comparison: pinning the broker and this process (``--pin``) leaves the
+replier, the third process, to the CPUs' leftovers, and its round trips take several times longer.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=int, default=2000, help="sequential calls per round and kind (2000)")
     parser.add_argument("--rounds", type=int, default=4, help="rounds, alternating which kind goes first (4)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the request topic (8)")
-    add_own_cluster_arguments(parser)
+    add_own_cluster_arguments(parser, pin=False)  # W3's placement in the comparison: unpinned
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,6 +82,7 @@ async def _bench(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
     replier = ctx.Process(target=_replier_main, args=(cluster.namesrv, rpc_topic, ready, stop), daemon=True)
     replier.start()
     rounds: list[dict[str, Any]] = []
+    legs: list[list[float]] = [[] for _ in LEGS]
     try:
         await asyncio.to_thread(ready.get, True, REPLIER_READY_TIMEOUT)
         for index in range(args.rounds):
@@ -87,7 +91,9 @@ async def _bench(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
                 if kind == "W3":
                     measure = await client.sequential(send_topic, plan)
                 else:
-                    measure = await _requests(cluster.namesrv, rpc_topic, args.count, index)
+                    measure, round_legs = await _requests(cluster.namesrv, rpc_topic, args.count, index)
+                    for total, part in zip(legs, round_legs, strict=True):
+                        total.extend(part)
                 rounds.append({"round": index, "kind": kind, "done": measure.done, "failed": measure.failed,
                                "first_error": measure.first_error, "latency_us": measure.latency()})
                 if not args.json:
@@ -97,24 +103,39 @@ async def _bench(args: argparse.Namespace, cluster: Cluster) -> dict[str, Any]:
         await asyncio.to_thread(replier.join, 15.0)
         if replier.is_alive():
             replier.kill()
-    return {"count": args.count, "rounds": rounds, "summary": _summarise(rounds)}
+    split = {name: statistics.median(values) for name, values in zip(LEGS, legs, strict=True) if values}
+    return {"count": args.count, "pinned": args.pin, "rounds": rounds, "summary": _summarise(rounds),
+            "round_trip_ms": split}
 
 
-async def _requests(namesrv: str, topic: str, count: int, index: int) -> Measure:
+#: The four legs of a round trip (see the module docstring), as named in the report.
+LEGS = ("request sent -> reply sent", "reply sent -> pushed", "pushed -> arrived", "arrived -> returned")
+
+
+async def _requests(namesrv: str, topic: str, count: int, index: int) -> tuple[Measure, list[list[float]]]:
     payload = body(1024)
+    legs: list[list[float]] = [[] for _ in LEGS]
     async with Producer("bench_reply_requester", namesrv_addr=namesrv, instance_name=f"bench-requester-{index}",
                         send_msg_timeout=10.0) as producer:
         await wait_for_route(producer, topic)
         await producer.request(Message(topic, payload), timeout=30.0)  # the one-time preparation, not measured
 
         async def call() -> None:
+            sent = time.time() * 1000
             reply = await producer.request(Message(topic, payload), timeout=10.0)
+            returned = time.time() * 1000
             if len(reply.body) != len(payload):
                 raise RuntimeError(f"a reply of {len(reply.body)} bytes")
+            pushed = int(reply.get_property("PUSH_REPLY_TIME") or 0)
+            arrived = int(reply.get_property("ARRIVE_TIME") or 0)
+            if pushed and arrived and len(legs[0]) < count:
+                for leg, value in zip(legs, (reply.born_timestamp - sent, pushed - reply.born_timestamp,
+                                             arrived - pushed, returned - arrived), strict=True):
+                    leg.append(value)
 
         measure = Measure(capacity=count)
         await pipelined(call, measure, Budget(count, ROUND_LIMIT), workers=1, record_latency=True)
-        return measure
+        return measure, legs
 
 
 def _replier_main(namesrv: str, topic: str, ready: Any, stop: Any) -> None:
@@ -175,4 +196,8 @@ def _print(summary: dict[str, Any]) -> None:
                   f"p999 {s[kind]['p999']:>8,.0f} µs")
     if "ratio" in s:
         print(f"  request-reply / W3: p50 x{s['ratio']['p50']:.2f}, p99 x{s['ratio']['p99']:.2f}")
+    if summary["round_trip_ms"]:
+        print("  a round trip, medians in ms (whole-ms stamps): " + ", ".join(
+            f"{name} {value:.1f}" for name, value in summary["round_trip_ms"].items()))
+    print(f"  placement: {'broker and this process pinned, replier not' if summary['pinned'] else 'unpinned'}")
     print(format_load(summary))
