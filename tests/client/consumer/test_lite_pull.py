@@ -1,6 +1,7 @@
 """The lite pull consumer against a real name server and broker: subscribe with rebalance (two consumers share the
 queues, one leaves and the other takes them over), assign, seek, pause and resume, automatic and manual commits, a
-restart resuming from the committed offset, the bounded poll buffer, and the blocking facade."""
+restart resuming from the committed offset, the bounded poll buffer, broadcasting, the broker's admin requests, and
+the blocking facade."""
 
 from __future__ import annotations
 
@@ -12,8 +13,17 @@ from typing import Any
 
 import pytest
 
-from pocketmq.client import ConsumeFromWhere, LitePullConsumer, MessageExt, MessageQueue, MQClientError, blocking
+from pocketmq.client import (
+    ConsumeFromWhere,
+    LitePullConsumer,
+    MessageExt,
+    MessageModel,
+    MessageQueue,
+    MQClientError,
+    blocking,
+)
 from pocketmq.client.consumer.lite_pull_service import PollBuffer
+from pocketmq.client.consumer.offset_store import decode_offsets, local_offset_store_path
 from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from tests.admin.rocketmq_json import parse
@@ -281,3 +291,22 @@ async def test_the_broker_s_admin_requests_reach_a_lite_consumer(lite: Cluster) 
                             {"topic": TOPIC, "group": "LiteG", "timestamp": str(before), "isForce": "true"})
         assert reset.code == ResponseCode.SUCCESS, reset
         assert where(await poll_until(lc, 10)) == [(0, i) for i in range(10)]  # read again from the reset point
+
+
+async def test_broadcasting_consumers_each_read_everything_and_keep_offsets_locally(lite: Cluster,
+                                                                                    tmp_path: Path) -> None:
+    await produce(lite, TOPIC, 20)
+    a = consumer(lite, message_model=MessageModel.BROADCASTING, offset_store_dir=tmp_path / "offsets",
+                 auto_commit=False)
+    b = consumer(lite, message_model=MessageModel.BROADCASTING, offset_store_dir=tmp_path / "offsets",
+                 auto_commit=False)
+    a.subscribe(TOPIC)
+    b.subscribe(TOPIC)
+    async with a, b:
+        got_a, got_b = await asyncio.gather(poll_until(a, 20), poll_until(b, 20))
+        assert sorted(m.body for m in got_a) == sorted(m.body for m in got_b) == sorted(
+            f"m-{i}".encode() for i in range(20))
+        await a.commit_sync()
+        written = local_offset_store_path(a.instance.client_id, "LiteG", tmp_path / "offsets")
+        assert sum(decode_offsets(written.read_bytes()).values()) == 20
+    assert broker_offset(lite, "LiteG", 0) == -1  # nothing committed to the broker
