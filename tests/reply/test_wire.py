@@ -220,3 +220,14 @@ class TestStoredReplies:
                                                        reply_props("s2", "127.0.0.1@nobody")), b"dropped")
         assert refused.code == 1
         assert len(stored(broker, REPLY_TOPIC)) == 1
+
+
+async def test_store_reply_message_enable_changes_at_run_time(broker: BrokerController, requester: RawClient,
+                                                              replier: RawClient) -> None:
+    changed = await replier.request(25, {}, b"storeReplyMessageEnable=true\n")  # UPDATE_BROKER_CONFIG
+    assert changed.code == 0, changed
+    assert broker.config.store_reply_message_enable
+    answer = await replier_sends(replier, requester, 325, v2_fields("ReplyPG", REPLY_TOPIC, reply_props("rt")),
+                                 b"now stored", broker.addr)
+    assert answer.code == 0 and answer.ext["msgId"] != "0"
+    assert [r.body for r in stored(broker, REPLY_TOPIC)] == [b"now stored"]
