@@ -53,7 +53,7 @@ from pocketmq.client.consumer.config import LitePullConsumerArgs, LitePullConsum
 from pocketmq.client.consumer.context import PushContext
 from pocketmq.client.consumer.lite_pull_service import LitePullService, PollBuffer
 from pocketmq.client.consumer.offset_store import LocalOffsetStore, OffsetCommitter, OffsetTable, RemoteOffsetStore
-from pocketmq.client.consumer.rebalance import RebalanceService
+from pocketmq.client.consumer.rebalance import RebalanceService, consume_timestamp
 from pocketmq.client.consumer.selector import MessageSelector
 from pocketmq.client.consumer.subscription import build_subscription, consumer_data_json
 from pocketmq.client.consumer.types import ConsumeType
@@ -79,8 +79,6 @@ log = get_logger("pocketmq.client.pull_consumer")
 MAX_TOPICS = 1024
 #: Queues paused at once at most.
 MAX_PAUSED_QUEUES = 65_536
-#: Java's default ``consumeTimestamp``: half an hour before the consumer starts.
-DEFAULT_CONSUME_TIMESTAMP_BACK = 30 * 60 * 1000
 
 class _Mode(enum.Enum):
     NONE = "none"
@@ -240,7 +238,7 @@ class LitePullConsumer(ClientMember):
         context = PushContext(config, self._topics, api, offsets, committer, self._log)
         buffer = PollBuffer(config.pull_threshold_for_all)
         pulls = LitePullService(context, buffer, auto_commit=self._auto_commit)
-        rebalance = RebalanceService(context, pulls, consume_timestamp=self._consume_timestamp(),
+        rebalance = RebalanceService(context, pulls, consume_timestamp=consume_timestamp(self.config.consume_timestamp),
                                      is_running=lambda: self._state is State.RUNNING)
         services = Service(name=f"lite-pull-consumer-{self.group}")
         services.add_child(pulls)
@@ -273,9 +271,7 @@ class LitePullConsumer(ClientMember):
         """CLUSTERING: offsets on the brokers; BROADCASTING: the local file, loaded."""
         if self.config.clustering:
             return RemoteOffsetStore()
-        local = LocalOffsetStore.for_client(instance.client_id, self.group, self.config.offset_store_dir)
-        await asyncio.to_thread(local.load)
-        return local
+        return await LocalOffsetStore.opened(instance.client_id, self.group, self.config.offset_store_dir)
 
     async def _start_trace(self, instance: MQClientInstance) -> None:
         """``enable_trace``: what ``poll`` returns is traced as consumed (:mod:`pocketmq.client.trace`)."""
@@ -294,10 +290,6 @@ class LitePullConsumer(ClientMember):
             trace, self._trace, self._tracer = self._trace, None, None
             await trace.stop()
 
-    def _consume_timestamp(self) -> int:
-        if self.config.consume_timestamp is not None:
-            return self.config.consume_timestamp
-        return time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_BACK
 
     async def shutdown(self) -> None:
         """Stop pulling, commit (with auto commit, what was polled) and persist the offsets, unregister from
@@ -492,8 +484,7 @@ class LitePullConsumer(ClientMember):
             "consumerGroup": self.group, "autoCommit": str(self._auto_commit).lower(),
             "pullThresholdForAll": str(config.pull_threshold_for_all),
         }
-        mq_table = {admin_requests.mq_key(mq): admin_requests.process_queue_info(pq, held.get(mq, -1))
-                    for mq, pq in sorted(parts.pulls.process_queues.items())}
+        mq_table = admin_requests.mq_table(parts.pulls.process_queues, held)
         subscriptions = list(self._topics.values()) if self._mode is _Mode.SUBSCRIBE else []
         return {"mqTable": mq_table, "properties": properties, "statusTable": {},
                 "subscriptionSet": [s.to_json_dict() for s in subscriptions]}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 
 from pocketmq.client.consumer.allocate import plan_rebalance
@@ -37,10 +38,25 @@ from pocketmq.common.service import Service
 from pocketmq.common.topic import is_retry_topic
 from pocketmq.remoting.errors import PocketMQError
 
-__all__ = ["ORDERLY_REMOVE_LOCK_WAIT", "RebalanceService", "compute_pull_from_where"]
+__all__ = [
+    "DEFAULT_CONSUME_TIMESTAMP_BACK",
+    "ORDERLY_REMOVE_LOCK_WAIT",
+    "RebalanceService",
+    "compute_pull_from_where",
+    "consume_timestamp",
+]
 
 #: How long a rebalance waits for an orderly queue's consume lock before giving the queue up anyway (s).
 ORDERLY_REMOVE_LOCK_WAIT = 1.0
+#: Java's default ``consumeTimestamp``: half an hour before the consumer starts (ms).
+DEFAULT_CONSUME_TIMESTAMP_BACK = 30 * 60 * 1000
+
+
+def consume_timestamp(configured: int | None) -> int:
+    """The TIMESTAMP start point (epoch ms) of a consumer starting now: ``configured``, else half an hour ago."""
+    if configured is not None:
+        return configured
+    return time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_BACK
 
 
 async def compute_pull_from_where(
