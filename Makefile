@@ -10,7 +10,7 @@ ifeq ($(PURE),1)
 export POCKETMQ_PURE_PYTHON := 1
 endif
 
-.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean
+.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -83,3 +83,7 @@ bench-store: $(STAMP)
 
 clean: clean-compiled
 	rm -rf $(VENV) .rmq-cluster .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+
+# docs/configuration.md, generated from the configuration dataclasses (tests/test_config_reference.py checks it).
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_config_reference.py

@@ -97,7 +97,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
     if args.senders is None:
         args.senders = DEFAULT_SENDERS[args.mode]
     if args.pin is None:
-        # One request at a time: each answer wakes the other process; across CPUs that wake-up costs ~100 us on
+        # One request at a time: each answer wakes the other process; across CPUs that wake-up is dear on
         # virtual CPUs, on a shared CPU it is a context switch. Many requests in flight: one CPU each wins.
         args.pin = not (args.mode in ("sync", "batch") and args.senders == 1)
     if args.size < 1 or args.size > 4 * 1024 * 1024:

@@ -3,7 +3,7 @@
 Start-up order matters and is spelled out in :meth:`BrokerController.start`: bind the port first (port 0
 picks one, and the store writes the broker's address into every record), open and recover the store,
 register processors, start serving, register with every name server, then start the background services.
-Stop is the reverse, as the issue asks: stop the background services (one call: they are children of one
+Stop is the reverse: stop the background services (one call: they are children of one
 :class:`~pocketmq.common.service.Service`), stop accepting, let in-flight sends finish, flush and close the store,
 unregister.
 """

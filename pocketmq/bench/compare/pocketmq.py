@@ -57,10 +57,11 @@ QUEUES = 8
 SEND_TIMEOUT = 10.0
 PULL_BATCH_SIZE = 32
 """Messages per pull: RocketMQ's default, and the most a broker with the default
-``maxTransferCountOnMessageInMemory`` (32) answers; larger pulls need that raised on the broker (README, "W4")."""
+``maxTransferCountOnMessageInMemory`` (32) answers; larger pulls need that raised on the broker
+(docs/perf/history.md, "W4")."""
 CONSUME_BATCH_SIZE = 32
-"""Messages per handler call: a whole pull (the sweep 1 / 8 / 32 in README "W4": 1 costs the client ~1.3 µs more
-per message)."""
+"""Messages per handler call: a whole pull (the sweep 1 / 8 / 32 in docs/perf/history.md, "W4": one message per call
+costs the client more per message)."""
 CONSUME_THREADS = 20
 BROKER_NAME = "broker-compare"
 

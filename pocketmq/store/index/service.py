@@ -55,7 +55,7 @@ from pocketmq.store.index.file import IndexFile, file_size
 from pocketmq.store.mapped_file import MappedFile, fsync_dir
 
 SLICE_RECORDS = 256
-"""Records indexed between two yields to the event loop (a slice takes ~2 ms)."""
+"""Records indexed between two yields to the event loop (a slice is a few milliseconds)."""
 WALK_PAUSE_S = 0.001
 """Least time between two walks: under load a walk then covers every send of a millisecond or more, instead
 of paying its set-up for the few sends of one loop iteration (queries see records at most ~1 ms later)."""
