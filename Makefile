@@ -10,7 +10,7 @@ ifeq ($(PURE),1)
 export POCKETMQ_PURE_PYTHON := 1
 endif
 
-.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs
+.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs docker-engine test-docker
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -40,7 +40,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) compiled
+pytest: $(STAMP) compiled docker-engine
 	$(BIN)/pytest -q
 
 # The byte-exact codec tests and the compiled-build check from the plain sources (CI runs them beside `test`).
@@ -87,3 +87,14 @@ clean: clean-compiled
 # docs/configuration.md, generated from the configuration dataclasses (tests/test_config_reference.py checks it).
 docs: $(STAMP)
 	$(BIN)/python scripts/gen_config_reference.py
+
+# The container engine tests/docker starts and stops itself (Debian's docker.io and docker-compose, and debootstrap
+# for its base image). Where they cannot be installed (not root, no apt-get) that test is skipped with the reason.
+docker-engine:
+	@{ command -v dockerd && command -v docker-compose && command -v debootstrap; } >/dev/null || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y docker.io docker-compose debootstrap; } || \
+		echo "docker-engine: not installed here; tests/docker will be skipped"
+
+# docker compose up on a private engine, as tests/docker/test_compose.py runs it (docs/docker.md).
+test-docker: $(STAMP) docker-engine
+	$(BIN)/pytest -q -m docker tests/docker
