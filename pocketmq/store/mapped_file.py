@@ -317,39 +317,12 @@ class MappedFile:
 
     def zero_from(self, pos: int) -> None:
         """Zero every non-zero byte from ``pos`` to the end of the file (after a truncation, so that old
-        records past the new end can never be mistaken for live ones). Blocking.
-
-        Only what the file system reports as data is read (:func:`data_ranges`): a hole reads as zeros, and
-        reading a mostly sparse 1 GiB file through the mapping would fault in every page of it."""
-        for start, stop in data_ranges(self.fd, pos, self.file_size):
-            while start < stop:
-                end = min(start - start % _CHUNK + _CHUNK, stop)
-                if self.view[start:end] != _ZEROS[:end - start]:
-                    self.view[start:end] = _ZEROS[:end - start]
-                start = end
-
-
-def data_ranges(fd: int, pos: int, size: int) -> Iterator[tuple[int, int]]:
-    """The ``[start, end)`` ranges of the file ``fd`` between ``pos`` and ``size`` that may hold non-zero bytes:
-    what ``SEEK_DATA``/``SEEK_HOLE`` report (pages written through a mapping count as data before they are
-    written back), else the whole range where the platform or the file system cannot tell."""
-    seek_data = getattr(os, "SEEK_DATA", None)
-    seek_hole = getattr(os, "SEEK_HOLE", None)
-    if seek_data is None or seek_hole is None:
-        yield pos, size
-        return
-    while pos < size:
-        try:
-            start = os.lseek(fd, pos, seek_data)
-            end = min(os.lseek(fd, start, seek_hole), size)
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:  # ENXIO: nothing but holes from pos on
-                yield pos, size
-            return
-        if start >= size:
-            return
-        yield start, end
-        pos = end
+        records past the new end can never be mistaken for live ones). Blocking."""
+        while pos < self.file_size:
+            end = min(pos - pos % _CHUNK + _CHUNK, self.file_size)
+            if self.view[pos:end] != _ZEROS[:end - pos]:
+                self.view[pos:end] = _ZEROS[:end - pos]
+            pos = end
 
 
 #: A reservation to make: (file, or the future of a file still being created; start; end), file-relative.

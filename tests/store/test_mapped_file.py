@@ -16,7 +16,6 @@ from pocketmq.store.mapped_file import (
     MappedFile,
     MappedFileAllocator,
     MappedFileQueue,
-    data_ranges,
     file_name_for,
     is_no_space,
     run_flush_plan,
@@ -70,23 +69,6 @@ def test_zero_from_clears_only_the_tail(tmp_path: Path) -> None:
     mapped.zero_from(1000)
     assert bytes(mapped.view[:1000]) == b"\x07" * 1000
     assert not any(mapped.view[1000:])
-    mapped.close()
-
-
-def test_zero_from_clears_data_written_through_the_mapping_past_holes(tmp_path: Path) -> None:
-    """A sparse file with records written through the mapping and not flushed (what a killed broker leaves in
-    the page cache): the pages far apart are found and cleared, the holes between them are skipped."""
-    size = 64 * (1 << 20)
-    mapped = MappedFile.create(str(tmp_path / file_name_for(0)), size)
-    spots = (100, 5 * (1 << 20) + 7, size - 3)
-    for spot in spots:
-        mapped.view[spot] = 0x5A
-    ranges = list(data_ranges(mapped.fd, 0, size))
-    assert all(any(start <= spot < end for start, end in ranges) for spot in spots), ranges
-    mapped.zero_from(200)
-    assert mapped.view[100] == 0x5A
-    assert not any(mapped.view[200:])
-    assert list(data_ranges(mapped.fd, size, size)) == []
     mapped.close()
 
 
