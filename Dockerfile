@@ -11,11 +11,9 @@ ARG BUILDER_IMAGE=${BASE_IMAGE}
 FROM ${BUILDER_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-COPY pyproject.toml setup.py MANIFEST.in README.md ./
+COPY pyproject.toml setup.py MANIFEST.in README.md LICENSE ./
 COPY pocketmq ./pocketmq
-# Without a compiler, POCKETMQ_PURE_PYTHON skips cythonizing modules that could not be compiled anyway.
 RUN python -m venv /opt/pocketmq/venv \
-    && if ! command -v cc >/dev/null 2>&1; then export POCKETMQ_PURE_PYTHON=1; fi \
     && /opt/pocketmq/venv/bin/python -m pip install . \
     && /opt/pocketmq/venv/bin/python -m pip uninstall --yes pip setuptools
 

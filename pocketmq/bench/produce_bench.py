@@ -40,6 +40,7 @@ import uvloop
 from pocketmq.bench.common import Child, create_topic, local_cluster, percentiles, pin_self
 from pocketmq.client.core.message import Message
 from pocketmq.client.producer.producer import Producer
+from pocketmq.common.logs import configure_logging
 from pocketmq.remoting.codes import SerializeType
 
 MODES = ("sync", "async", "oneway", "batch")
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"rmq-bench produce: {problem}", file=sys.stderr)
         return 2
-    _quiet_logs()
+    configure_logging("console", "ERROR")
     with contextlib.ExitStack() as stack:
         if args.namesrv:
             namesrv, broker = args.namesrv, None
@@ -112,13 +113,6 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return "--duration and --timeout must be positive, --warmup not negative"
     return None
 
-
-def _quiet_logs() -> None:
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
 
 
 # -- our own cluster -----------------------------------------------------------------------------------------

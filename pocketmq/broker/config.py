@@ -82,8 +82,9 @@ class BrokerConfig:
     enable_property_filter: bool = False
     #: Plain ACL (RocketMQ 4.9): every request is checked against :attr:`plain_acl_file` (reloaded on change).
     acl_enable: bool = False
-    #: The ACL file (RocketMQ reads ``$ROCKETMQ_HOME/conf/plain_acl.yml``, or ``-Drocketmq.acl.plain.file``).
-    plain_acl_file: str = "conf/plain_acl.yml"
+    #: The ACL file; empty: ``$ROCKETMQ_HOME/conf/plain_acl.yml`` (where RocketMQ reads it), then
+    #: ``./conf/plain_acl.yml``, and no start without one (see :mod:`pocketmq.broker.acl.service`).
+    plain_acl_file: str = ""
     #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as RocketMQ does.
     trace_topic_enable: bool = False
     #: The message-trace topic.

@@ -16,7 +16,9 @@ import dataclasses
 import shutil
 import struct
 
+from pocketmq.broker import disk_status
 from pocketmq.broker.acl import PlainAclService
+from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
 from pocketmq.broker.exporter_metrics import ExporterMetrics
@@ -176,6 +178,7 @@ class BrokerController:
         store_config = dataclasses.replace(self.config.store, store_host=self.addr)
         self.store = MessageStore(store_config)
         await self.store.start()
+        disk_status.feed_offsets(self.store, self.offsets, self.delay_offsets)  # what the disk report reads
         await asyncio.to_thread(self._load_metadata)
         if self.config.trace_topic_enable:  # RocketMQ: one queue, read and write
             self.topics.create_system_topic(self.config.msg_trace_topic_name, 1,
@@ -186,6 +189,7 @@ class BrokerController:
         await self._load_transactions(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
+        await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
@@ -283,6 +287,7 @@ class BrokerController:
         await self._persist_topics()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
+            await asyncio.to_thread(remove_address, self.store.config.store_path_root_dir, self.addr)
             await self.store.shutdown()
         await self.outer_api.unregister_broker_all(self.identity())
         await self.client.close()
@@ -467,6 +472,7 @@ class BrokerController:
                 lambda: [((str(s.address),), max(0, self.store.max_phy_offset - s.ack_offset))
                          for s in self.ha_service.attached_slaves] if self.ha_service and self.store else [])
         ExporterMetrics(self).register(m)  # rocketmq-exporter's names and labels
+        disk_status.register_metrics(m, lambda: self.store)
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
         m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "

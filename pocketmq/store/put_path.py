@@ -24,8 +24,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from structlog.typing import FilteringBoundLogger
-
+from pocketmq.common.logs import Logger
 from pocketmq.common.message import tags_code_of
 from pocketmq.common.sysflag import MessageSysFlag
 from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC, is_retry_topic
@@ -98,7 +97,7 @@ class PutPath:
     put waited for a file or a reservation."""
 
     def __init__(self, config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
-                 listeners: StoreListeners, is_running: Callable[[], bool], log: FilteringBoundLogger,
+                 listeners: StoreListeners, is_running: Callable[[], bool], log: Logger,
                  no_space: NoSpaceHandler) -> None:
         self.writable = False
         self._no_space = no_space

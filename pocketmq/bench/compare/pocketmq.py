@@ -27,13 +27,11 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import shutil
 import sys
 import time
 from pathlib import Path
 
-import structlog
 import uvloop
 
 from pocketmq.bench.common import Child, create_topic, local_cluster, wait_for_route, wait_idle
@@ -49,6 +47,7 @@ from pocketmq.bench.compare.workload import (
     pipelined,
 )
 from pocketmq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, SendStatus
+from pocketmq.common.logs import configure_logging
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode
 from pocketmq.remoting.command import RemotingCommand
@@ -67,7 +66,7 @@ BROKER_NAME = "broker-compare"
 
 
 def quiet_logs() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    configure_logging("console", "ERROR")
 
 
 class PocketClient(SendRuns):
