@@ -255,6 +255,17 @@ async def timer_metrics(admin: AdminClient, addr: str) -> dict[str, int] | None:
     return out
 
 
+async def ensure_retry_topic(admin: AdminClient, group: str) -> None:
+    """Create ``%RETRY%<group>`` (one queue, as a broker makes it for a group's first send-back) on every master
+    when no name server has a route for it yet, so a resend finds its queues."""
+    try:
+        if (await admin.topic_route(retry_topic(group))).queue_datas:
+            return
+    except AdminError:
+        pass  # no route: create it
+    await admin.update_topic(retry_topic(group), read_queues=1, write_queues=1)
+
+
 def retry_copy(message: MessageExt, group: str) -> Message:
     """A copy of a stored message for ``group`` to consume again: produced to ``%RETRY%<group>`` (which every
     clustering consumer of the group reads, online or later), with its original topic in RETRY_TOPIC (a dead

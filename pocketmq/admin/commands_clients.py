@@ -110,6 +110,7 @@ async def cmd_resend_message(admin: AdminClient, args: argparse.Namespace) -> No
     from pocketmq.client import Producer  # the SDK is only needed here
 
     message = await query_commands.find_by_id(admin, args.msg_id, args.topic)
+    await api_ops.ensure_retry_topic(admin, args.group)
     async with Producer(args.producer_group, namesrv_addr=";".join(admin.namesrv_addrs),
                         credentials=admin.credentials) as producer:
         sent = await producer.send(api_ops.retry_copy(message, args.group))

@@ -152,7 +152,8 @@ async def message_page(request: web.Request) -> web.StreamResponse:
     consumption, (trace, trace_error) = await asyncio.gather(msgs.consumption_status(console.admin, message, shown),
                                                         _trace(console, message))
     return render(request, "message.html", page="messages", m=message, body=body, modes=msgs.BODY_MODES,
-                  consumption=consumption, more_groups=max(len(groups) - len(shown), 0), trace=trace, trace_error=trace_error,
+                  consumption=consumption, more_groups=max(len(groups) - len(shown), 0), trace=trace,
+                  trace_error=trace_error,
                   groups=sorted(groups), properties=sorted(message.properties.items()),
                   commands=[console.commands.query_by_id(message.offset_msg_id, message.topic),
                             console.commands.trace(message.msg_id)])
@@ -165,6 +166,7 @@ async def message_body(request: web.Request) -> web.StreamResponse:
 
 
 async def _resend(console: Any, message: MessageExt, group: str) -> str:
+    await api_ops.ensure_retry_topic(console.admin, group)
     producer = await console.producer()
     try:
         sent = await producer.send(api_ops.retry_copy(message, group))

@@ -45,6 +45,8 @@ UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PREFIX_KEY = web.RequestKey("prefix", str)
 """The external prefix of the console's pages on this request (proxy prefix + basePath)."""
+REST_KEY = web.RequestKey("rest", str)
+"""The request's path after ``basePath`` (``/topics``): the same behind any proxy."""
 
 
 @dataclass(slots=True)
@@ -188,6 +190,8 @@ def forwarded_middleware(config: ConsoleConfig) -> Middleware:
             if changes:
                 request = request.clone(**changes)  # type: ignore[arg-type]
         request[PREFIX_KEY] = prefix
+        base = config.base_path
+        request[REST_KEY] = request.path[len(base):] if base and request.path.startswith(base) else request.path
         return await handler(request)
 
     return forwarded

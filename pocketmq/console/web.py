@@ -28,7 +28,8 @@ from pocketmq.common.logs import get_logger
 from pocketmq.console import security
 from pocketmq.console.commands import AdminCommands
 from pocketmq.console.config import ConsoleConfig
-from pocketmq.console.security import PREFIX_KEY, SESSION_KEY, Handler, LoginThrottle, Session, SessionStore
+from pocketmq.console.messages import CursorError
+from pocketmq.console.security import PREFIX_KEY, REST_KEY, SESSION_KEY, Handler, LoginThrottle, Session, SessionStore
 from pocketmq.console.users import UsersFile
 from pocketmq.console.view import ClusterView
 from pocketmq.remoting import route as rd
@@ -202,7 +203,7 @@ async def headers_middleware(request: web.Request, handler: Handler) -> web.Stre
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "same-origin")
     response.headers.setdefault("X-Frame-Options", "DENY")
-    if not request.path.startswith(request[PREFIX_KEY] + "/static/") and "Cache-Control" not in response.headers:
+    if not request[REST_KEY].startswith("/static/") and "Cache-Control" not in response.headers:
         response.headers["Cache-Control"] = "no-store"
     if isinstance(response, web.HTTPException) and response.status >= 300:
         raise response
@@ -214,7 +215,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     """A broker's refusal or a bad form value is shown on the page, never as a stack trace."""
     try:
         return await handler(request)
-    except FormError as exc:
+    except (FormError, CursorError) as exc:
         return error_answer(request, str(exc), 400)
     except (AdminError, rd.BodyDecodeError) as exc:
         log.warning("console_request_failed", path=request.path, error=str(exc))
@@ -228,17 +229,19 @@ def error_answer(request: web.Request, message: str, status: int) -> web.Respons
 
 
 def _public(request: web.Request) -> bool:
-    rest = request.path[len(request[PREFIX_KEY]):] if request.path.startswith(request[PREFIX_KEY]) else request.path
-    return rest in ("/login", "/healthz") or rest.startswith("/static/")
+    rest = request[REST_KEY]
+    return rest in ("", "/login", "/healthz") or rest.startswith("/static/")
 
 
 def login_redirect(request: web.Request) -> web.StreamResponse:
     """Where a request without a live session goes: the login page, back to this page afterwards."""
-    here = request.rel_url.path_qs if request.method == "GET" else request[PREFIX_KEY] + "/"
+    query = request.rel_url.raw_query_string
+    rest = request[REST_KEY] + ("?" + query if query else "") if request.method == "GET" else "/"
+    here = request[PREFIX_KEY] + rest
     target = url(request, "/login", next=here if not is_htmx(request) else None)
     if is_htmx(request):
         return web.Response(status=200, headers={"HX-Redirect": target}, text="")
-    if request.path.startswith(request[PREFIX_KEY] + "/api/"):
+    if request[REST_KEY].startswith("/api/"):
         return web.json_response({"error": "not logged in", "login": target}, status=401)
     raise web.HTTPSeeOther(target)
 
@@ -282,8 +285,7 @@ async def _refuse_unsafe(request: web.Request, session: Session) -> web.Response
     if not security.same_token(given, session.csrf):
         log.warning("console_csrf_refused", reason="token", user=session.user, path=request.path)
         return web.Response(status=403, text="Refused: the CSRF token is missing or wrong. Reload the page.")
-    rest = request.path[len(request[PREFIX_KEY]):]
-    if not session.is_admin and rest != "/logout":
+    if not session.is_admin and request[REST_KEY] != "/logout":
         return web.Response(status=403, text="Refused: a viewer may not change anything.")
     return None
 
