@@ -68,7 +68,7 @@ class Browser:
             return r.status, await r.text(), r
 
     async def login(self, user: str = ADMIN, password: str = ADMIN_PASSWORD) -> int:
-        status, text, _ = await self.get("/login")
+        _status, text, _ = await self.get("/login")
         token = _LOGIN_CSRF.search(text)
         assert token is not None, text[:500]
         async with self.session.post(self.base + "/login", allow_redirects=False, data={
