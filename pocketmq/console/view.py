@@ -11,8 +11,10 @@ its data is. An admin action that changes the lists rebuilds the snapshot before
 Live charts read the same counters the brokers' ``/metrics`` publish: put and get TPS are the brokers'
 ``putTps``/``getTransferedTps`` runtime keys (10 s rate, the same counter as
 ``rocketmq_brokeruntime_put_tps10``/``…_gettransfered_tps10``), lag is the snapshot's (the same sum as
-``rocketmq_group_diff``). :class:`ClusterView` samples them every :data:`SAMPLE_INTERVAL` seconds only while
-someone has looked at the dashboard in the last :data:`SAMPLE_WHILE_VIEWED` seconds.
+``rocketmq_group_diff``). :class:`ClusterView` samples the rates every :data:`SAMPLE_INTERVAL` seconds (one
+runtime-info request per broker), so the dashboard opens with up to ten minutes of history; lag is sampled only
+while someone has looked at the dashboard in the last :data:`SAMPLE_WHILE_VIEWED` seconds (it costs a snapshot),
+and is a gap in the chart otherwise.
 """
 
 from __future__ import annotations
@@ -237,7 +239,7 @@ class Sample:
     at: float
     put_tps: float
     get_tps: float
-    lag: int
+    lag: int | None
 
 
 def first_rate(text: str | None) -> float:
@@ -317,8 +319,6 @@ class ClusterView:
         self.dashboard_viewed = time.monotonic()
 
     async def _sample(self) -> None:
-        if time.monotonic() - self.dashboard_viewed > SAMPLE_WHILE_VIEWED:
-            return
         brokers = await self.admin.brokers()
         infos = await asyncio.gather(*(self.admin.runtime_info(b.addr) for b in brokers), return_exceptions=True)
         put = get = 0.0
@@ -326,11 +326,13 @@ class ClusterView:
             if isinstance(info, dict):
                 put += first_rate(info.get("putTps"))
                 get += first_rate(info.get("getTransferedTps"))
-        snap = await self.snapshot()
-        self.samples.append(Sample(time.time(), round(put, 2), round(get, 2), snap.total_lag))
+        lag = None
+        if time.monotonic() - self.dashboard_viewed <= SAMPLE_WHILE_VIEWED:
+            lag = (await self.snapshot()).total_lag
+        self.samples.append(Sample(time.time(), round(put, 2), round(get, 2), lag))
 
-    def series(self) -> dict[str, list[float]]:
-        """The samples as uPlot's columns: time (s), put TPS, get TPS, lag."""
+    def series(self) -> dict[str, list[float | None]]:
+        """The samples as uPlot's columns: time (s), put TPS, get TPS, lag (None: not sampled)."""
         points = list(self.samples)
         return {"t": [round(s.at, 1) for s in points], "put": [s.put_tps for s in points],
-                "get": [s.get_tps for s in points], "lag": [float(s.lag) for s in points]}
+                "get": [s.get_tps for s in points], "lag": [s.lag for s in points]}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.admin.api import queue_lag
+from pocketmq.common.topic_config import TopicConfig
 from pocketmq.console import main as console_main
 from pocketmq.console import messages as msgs
 from pocketmq.console.config import ConsoleConfig, describe, normalise_base_path
@@ -19,7 +20,6 @@ from pocketmq.console.pages_groups import version_text
 from pocketmq.console.security import LoginThrottle, SessionStore, _client_ip
 from pocketmq.console.users import UsersFile, UsersFileError, add_user, hash_password, parse_users, verify_password
 from pocketmq.console.view import GROUP_SORTS, TOPIC_SORTS, _MasterTables, build_groups, build_topics, paginate, select
-from pocketmq.common.topic_config import TopicConfig
 
 
 def test_password_hashes_verify_and_refuse() -> None:

@@ -47,8 +47,10 @@
         })
         .then(function (d) {
           if (!d) { return; }
-          tps.setData([d.t, d.put, d.get]);
-          lag.setData([d.t, d.lag]);
+          if (d.t.length > 1) {  // one point has no time scale yet
+            tps.setData([d.t, d.put, d.get]);
+            lag.setData([d.t, d.lag]);
+          }
           markReady();
         })
         .catch(function () { /* the next poll tries again */ });
@@ -69,7 +71,7 @@
       xs.push(Date.now() / 1000);
       ys.push(Number(total.getAttribute("data-lag")));
       if (xs.length > 300) { xs.shift(); ys.shift(); }
-      chart.setData([xs.slice(), ys.slice()]);
+      if (xs.length > 1) { chart.setData([xs.slice(), ys.slice()]); }  // one point has no time scale yet
     }
     add();
     document.body.addEventListener("htmx:afterSwap", function (event) {
