@@ -34,7 +34,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "chaos": frozenset({"conf", "common", "remoting", "store", "client", "admin"}),
     "console": frozenset({"common", "remoting", "namesrv", "client", "admin"}),
     "bench": frozenset(
-        {"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker", "admin"}
+        {"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker", "admin", "console"}
     ),
 }
 """Which of our packages each package may import (besides itself)."""

@@ -36,7 +36,11 @@ def safe_next(request: web.Request, target: str | None) -> str:
 
 
 def _login_form(request: web.Request, *, error: str = "", status: int = 200) -> web.Response:
-    token = secrets.token_urlsafe(24)
+    # The same token for every form this browser gets: a second tab (or a stray request the browser makes on
+    # its own) must not invalidate the form already shown.
+    held = request.cookies.get(security.LOGIN_CSRF_COOKIE, "")
+    token = held if 24 <= len(held) <= 64 and held.replace("-", "").replace("_", "").isalnum() else \
+        secrets.token_urlsafe(24)
     response = render(request, "login.html", status=status, error=error, login_csrf=token,
                       next=safe_next(request, request.query.get("next")))
     response.set_cookie(security.LOGIN_CSRF_COOKIE, token, path=security.cookie_path(request), httponly=True,

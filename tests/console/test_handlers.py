@@ -75,6 +75,17 @@ async def test_login_form_needs_its_csrf_cookie_and_failures_are_throttled(
         status, _text, _ = await b.post("/login", {"username": "alice", "password": "alice-password-1",
                                                    "_login_csrf": "forged"}, csrf=False)
         assert status == 403
+        # a second login page (another tab, a stray request the browser makes) keeps the first form valid
+        _status, first, _ = await b.get("/login")
+        await b.get("/login?next=/favicon.ico")
+        token = re.search(r'name="_login_csrf" value="([^"]*)"', first)
+        assert token is not None
+        status, _text, _ = await b.post("/login", {"username": "alice", "password": "alice-password-1",
+                                                   "_login_csrf": token.group(1)}, csrf=False, allow_redirects=False)
+        assert status == 303
+        await b.get("/")  # the session's CSRF token, for the logout form
+        status, _text, _ = await b.post("/logout", {}, allow_redirects=False)
+        assert status == 303
         for _ in range(security.MAX_FAILURES):
             assert await b.login("alice", "wrong") == 401
         assert await b.login() == 429  # even the right password waits now
