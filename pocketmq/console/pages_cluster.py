@@ -9,6 +9,7 @@ it (controller mode); replication lag is the master's own account of each attach
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from aiohttp import web
@@ -77,6 +78,7 @@ async def cluster_page(request: web.Request) -> web.StreamResponse:
     rows = [broker_row(c, n, b, a, i) for (c, n, b, a), i in zip(members, infos, strict=True)]
     snap = await console.view.snapshot()
     return render(request, "cluster.html", page="cluster", rows=rows, snap=snap,
+                  series=json.dumps(console.view.series(), separators=(",", ":")),
                   namesrvs=console.admin.namesrv_addrs, command=console.commands.cluster_list(),
                   normal_topics=sum(1 for t in snap.topics if t.kind == "normal"),
                   normal_groups=sum(1 for g in snap.groups if g.kind == "normal"))

@@ -303,3 +303,52 @@ async def test_acl_signed_requests_and_no_secret_shown_or_logged(
         await ns.stop()
     out, err = capsys.readouterr()
     assert secret not in out + err
+
+
+async def test_console_with_its_own_name_server(tmp_path: Path) -> None:
+    """``--with-namesrv``: the console process runs a name server a broker registers with, on one loop."""
+    from pocketmq.console.config import ConsoleConfig
+    from pocketmq.console.server import ConsoleServer
+    from pocketmq.namesrv.config import NamesrvConfig
+    from tests.cluster import start_broker
+    from tests.console.support import Browser
+
+    server = ConsoleServer(ConsoleConfig(listen_port=0, login_required=False),
+                           namesrv=NamesrvConfig(listen_host="127.0.0.1", listen_port=0,
+                                                 kv_config_path=str(tmp_path / "kv.json")))
+    await server.start()
+    try:
+        assert server.namesrv is not None and server.config.namesrv_addr == server.namesrv.addr
+        b = await start_broker(tmp_path, "broker-embedded", server.namesrv.addr)
+        web = Browser(server.url)
+        try:
+            status, text, _ = await web.get("/")
+            assert status == 200 and b.addr in text and "anonymous" in text
+        finally:
+            await web.close()
+            await b.stop()
+    finally:
+        await server.stop()
+
+
+def test_rmq_console_process_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import sys
+    import urllib.request
+
+    from tests.procs import Proc
+
+    proc = Proc([sys.executable, "-m", "pocketmq.console.main", "--with-namesrv", "--namesrv-port", "0",
+                 "--port", "0", "--no-login", "--kv-config-path", str(tmp_path / "kv.json"), "--log-format", "json"],
+                "CONSOLE READY")
+    try:
+        addr = proc.wait_ready()
+        with urllib.request.urlopen(f"http://{addr}/healthz", timeout=10) as r:
+            assert r.read() == b"ok\n"
+        with urllib.request.urlopen(f"http://{addr}/", timeout=10) as r:
+            assert b"Brokers" in r.read()
+        proc.signal(signal.SIGTERM)
+        assert proc.popen.wait(20) == 0
+        assert "console_stopped" in proc.stderr_text() and "console_login_off" in proc.stderr_text()
+    finally:
+        proc.kill()

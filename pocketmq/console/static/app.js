@@ -39,23 +39,23 @@
     var tps = makeChart(document.getElementById("chart-tps"),
       [{ label: "put TPS", color: "#1f6feb" }, { label: "get TPS", color: "#2da44e" }]);
     var lag = makeChart(document.getElementById("chart-lag"), [{ label: "lag", color: "#cf222e" }]);
+    function show(d) {
+      if (d.t.length > 1) {  // one point has no time scale yet
+        tps.setData([d.t, d.put, d.get]);
+        lag.setData([d.t, d.lag]);
+      }
+      markReady();
+    }
     function load() {
       fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
         .then(function (r) {
           if (r.status === 401) { return r.json().then(function (d) { window.location.assign(d.login); return null; }); }
           return r.ok ? r.json() : null;
         })
-        .then(function (d) {
-          if (!d) { return; }
-          if (d.t.length > 1) {  // one point has no time scale yet
-            tps.setData([d.t, d.put, d.get]);
-            lag.setData([d.t, d.lag]);
-          }
-          markReady();
-        })
+        .then(function (d) { if (d) { show(d); } })
         .catch(function () { /* the next poll tries again */ });
     }
-    load();
+    show(JSON.parse(box.getAttribute("data-series")));  // the page carries the samples so far: no wait
     window.setInterval(load, 2000);
     return true;
   }
