@@ -51,7 +51,7 @@ class ConsoleConfig:
     #: Timeout of one request to a name server or broker.
     request_timeout_ms: int = 5000
     #: Cluster-wide lists (topics, groups, brokers) are refreshed in the background when older than this.
-    snapshot_ttl_ms: int = 3000
+    snapshot_ttl_ms: int = 5000
     #: Rows per page of the topic and group lists.
     page_size: int = 50
     #: Most records one message-list request reads before it answers "partial" with a cursor to go on.
