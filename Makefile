@@ -10,7 +10,7 @@ ifeq ($(PURE),1)
 export POCKETMQ_PURE_PYTHON := 1
 endif
 
-.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean install-chromium console bench-console
+.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs dist test-installed install-chromium console bench-console
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -95,4 +95,16 @@ bench-store: $(STAMP)
 	$(BIN)/rmq-bench store
 
 clean: clean-compiled
-	rm -rf $(VENV) .rmq-cluster .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .rmq-cluster .mypy_cache .pytest_cache .ruff_cache build dist *.egg-info
+
+# docs/configuration.md, generated from the configuration dataclasses (tests/test_config_reference.py checks it).
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_config_reference.py
+
+# The sdist, then the wheel built from it, into dist/ (with PURE=1, or where no C compiler works: a pure-Python wheel).
+dist: $(STAMP)
+	$(BIN)/python -m build
+
+# What a user installs, tested as a user runs it (tests/packaging; docs/install.md). `make pytest` runs it too.
+test-installed: $(STAMP)
+	$(BIN)/pytest -q -p no:cacheprovider tests/packaging

@@ -3,7 +3,7 @@
 Start-up order matters and is spelled out in :meth:`BrokerController.start`: bind the port first (port 0
 picks one, and the store writes the broker's address into every record), open and recover the store,
 register processors, start serving, register with every name server, then start the background services.
-Stop is the reverse, as the issue asks: stop the background services (one call: they are children of one
+Stop is the reverse: stop the background services (one call: they are children of one
 :class:`~pocketmq.common.service.Service`), stop accepting, let in-flight sends finish, flush and close the store,
 unregister.
 """
@@ -17,6 +17,7 @@ import shutil
 import struct
 
 from pocketmq.broker.acl import PlainAclService
+from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.exporter_metrics import ExporterMetrics
@@ -186,6 +187,7 @@ class BrokerController:
         await self._load_transactions(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
+        await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
@@ -283,6 +285,7 @@ class BrokerController:
         await self._persist_topics()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
+            await asyncio.to_thread(remove_address, self.store.config.store_path_root_dir, self.addr)
             await self.store.shutdown()
         await self.outer_api.unregister_broker_all(self.identity())
         await self.client.close()

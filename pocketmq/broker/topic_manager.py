@@ -4,7 +4,7 @@ Topics live in memory as the model's :class:`~pocketmq.common.topic_config.Topic
 name servers, and written to topics.json); every change bumps the :class:`~pocketmq.common.topic_config.DataVersion`
 and calls ``on_change``, which the controller
 wires to "persist topics.json in a thread and re-register with every name server". Auto-creation follows
-RocketMQ (reference §7): a send to an unknown topic names a default topic (``TBW102``) whose perm has the
+RocketMQ: a send to an unknown topic names a default topic (``TBW102``) whose perm has the
 INHERIT bit; the new topic gets ``min(client queue nums, default write queue nums)`` queues and the
 default's perm without INHERIT.
 """

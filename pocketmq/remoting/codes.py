@@ -1,6 +1,6 @@
 """Request, response, language and serialize-type codes of the RocketMQ 4.x remoting protocol.
 
-Values are wire values (reference §1.2, §2.1, §2.2); names follow RocketMQ's so that a reader can go
+Values are wire values; names follow RocketMQ's so that a reader can go
 from the Java sources to ours.
 """
 
@@ -14,7 +14,7 @@ class SerializeType(IntEnum):
 
     JSON = 0
     ROCKETMQ = 1
-    #: Our own type for the Python SDK: a msgpack array header, ~3x cheaper than JSON. RocketMQ only
+    #: Our own type for the Python SDK: a msgpack array header, cheaper to encode than JSON. RocketMQ only
     #: uses 0 and 1, so a value far from them (ASCII "M") keeps clear of any future upstream type.
     MSGPACK = 0x4D
 
@@ -79,7 +79,7 @@ class ResponseCode(IntEnum):
 
 
 class RequestCode(IntEnum):
-    """Request codes (the complete 4.9.4 list of reference §2.2)."""
+    """Request codes (RocketMQ 4.9.4's complete list)."""
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11

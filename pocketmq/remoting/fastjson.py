@@ -1,6 +1,6 @@
 """JSON as RocketMQ's fastjson writes and reads it.
 
-Two differences from standard JSON matter on the wire (reference §3.1, §12):
+Two differences from standard JSON matter on the wire:
 
 * fastjson writes the keys of a ``Map<Long, String>`` **unquoted**: ``{0:"10.0.0.1:10911"}``. That is not
   JSON, but the Go client parses ``brokerAddrs`` by hand and expects exactly this compact form, and every
@@ -9,7 +9,7 @@ Two differences from standard JSON matter on the wire (reference §3.1, §12):
 * fastjson omits ``null`` fields of beans, so ``None`` values of dicts are left out here.
 * A ``Map<MessageQueue, X>`` (the admin bodies ``TopicStatsTable``, ``ConsumeStats``, ``ResetOffsetBody``,
   ``GetConsumerStatusBody``, ``ConsumerRunningInfo.mqTable``) is written with each key as the key object's
-  own JSON, fields sorted, **unquoted** (apache/rocketmq#1506, #3389)::
+  own JSON, fields sorted, **unquoted** (apache/rocketmq#1506, apache/rocketmq#3389)::
 
       {"offsetTable":{{"brokerName":"broker-a","queueId":2,"topic":"test"}:{"lastUpdateTimestamp":0}}}
 

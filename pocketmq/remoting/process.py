@@ -40,10 +40,9 @@ class Controller(Protocol):
 async def serve(controller: Controller, ready_prefix: str) -> None:
     await controller.start()
     # Start-up objects live for the whole run: freeze them so full collections do not rescan them
-    # (10-30 ms pauses on the hot paths otherwise). Almost everything a request allocates is freed by
+    # (long pauses on the hot paths otherwise). Almost everything a request allocates is freed by
     # reference counting, so the cyclic collector runs far less often than Python's default (a young
-    # collection every 700 allocations, i.e. every ~15 sends): sequential 1 KiB sends to a broker measured
-    # p50 ~182 -> ~169 µs and p99 ~550 -> ~315 µs (6 runs of 8,000 each, idle machine).
+    # collection every 700 allocations, i.e. every few sends); docs/design/decisions.md has the figures.
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
@@ -82,5 +81,9 @@ def run_main(prog: str, args: argparse.Namespace, build: Callable[[argparse.Name
         return 0
     log_format: LogFormat = args.log_format
     configure_logging(log_format, args.log_level)
-    uvloop.run(serve(make(config), ready_prefix))
+    try:
+        uvloop.run(serve(make(config), ready_prefix))
+    except ConfigError as exc:  # found at start (an ACL file that is missing or invalid): no traceback
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     return 0

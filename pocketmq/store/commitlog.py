@@ -5,7 +5,7 @@ packs the record straight into the mapped file (one ``struct.pack_into`` for the
 slice copies for body, topic and properties), assigns the physical offset and, for messages that will be
 dispatched, the next queue offset from ``topic_queue_table``. When a record does not fit in the current
 file (``size + 8 > room``) an 8-byte blank marker claims the rest of the file and the record goes at the
-start of the next one (reference §4.1), which the allocator has normally created already. An append never
+start of the next one, which the allocator has normally created already. An append never
 writes past the reserved window (:mod:`pocketmq.store.mapped_file`): one comparison with the file's ``limit``
 covers both the room left in the file and the reservation; past it, an append the window does not cover
 yet is NOT_RESERVED with nothing written, and the caller waits for the reservation (:meth:`CommitLog.wait_room`)

@@ -1,6 +1,6 @@
 """Consume queues: one index per topic queue over the commit log.
 
-Unit layout (20 bytes, big-endian, reference §4.2)::
+Unit layout (20 bytes, big-endian)::
 
     offset  size  field
     0       8     commit-log offset of the record

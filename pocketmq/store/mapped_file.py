@@ -6,13 +6,13 @@ file is known to be on disk. A :class:`MappedFileQueue` is the ordered list of t
 commit log, or one consume queue).
 
 Blocking work never happens on the event loop; the methods that block say so ("blocking") and the
-callers run them in a thread. Three measurements on this project's machine decided how:
+callers run them in a thread. Three facts decided how (the measurements: docs/design/store.md):
 
-* ``mmap.flush()`` (msync) holds the GIL in CPython 3.11 for the whole call (a 70 ms loop stall for
-  128 MiB of dirty pages), while ``os.fdatasync`` releases it. On Linux msync(MS_SYNC) of a shared file
+* ``mmap.flush()`` (msync) holds the GIL in CPython 3.11 for the whole call (a loop stall of tens of
+  milliseconds for a large dirty range), while ``os.fdatasync`` releases it. On Linux msync(MS_SYNC) of a shared file
   mapping is an fsync of that file's range, and dirty mmap pages are ordinary dirty page-cache pages, so
   ``fdatasync(fd)`` flushes exactly the same data; we use it there and msync elsewhere.
-* The first write to a never-touched page of a sparse file costs ~25x a warm write (page allocation,
+* The first write to a never-touched page of a sparse file costs many times a warm write (page allocation,
   zeroing, block reservation) and runs under the GIL; writing into a hole of a full file system raises
   SIGBUS. Files are created sparse (their size costs no disk, as RocketMQ's default), and each
   :class:`MappedFileQueue` keeps a bounded *window* ahead of its write position reserved: in a background
@@ -24,14 +24,12 @@ callers run them in a thread. Three measurements on this project's machine decid
   window is used; the window crosses into the next file, which the allocator creates one ahead), and a
   writer it turns away waits for the reservation (:meth:`MappedFileQueue.wait_room`); only code that runs
   before the store serves (recovery) reserves in its own thread (:meth:`MappedFileQueue.reserve_now`).
-* How the window is warmed decides the event loop's worst case (W3's maximum went from 5-12 ms to 23-87 ms
-  with a warm-up that read each 16 MiB stretch with one ``preadv``). Reading a reserved (unwritten) range
+* How the window is warmed decides the event loop's worst case. Reading a reserved (unwritten) range
   makes the kernel zero-fill its page-cache pages inside the call, in one stretch without a preemption
-  point: 20-25 ms of CPU per refill on this project's 2-CPU VM, during which the loop thread, runnable,
-  waited for a CPU (``perf sched timehist``: 30 ms of scheduling delay while the allocation thread ran
-  23.9 ms on the other CPU). ``preadv`` also zeroed a 16 MiB buffer under the GIL and read 8 MiB past the
-  window (``read_ahead_kb`` is 8192 here), leaving read-ahead marks whose hit by a write fault makes the
-  *loop* thread read (zero-fill) the next 8 MiB. So the window is warmed with ``posix_fadvise(WILLNEED)``
+  point, during which a runnable loop thread may wait for a CPU; a warm-up that reads a whole stretch with
+  one ``preadv`` also zeroes a buffer as large under the GIL and reads past the window (read-ahead),
+  leaving read-ahead marks whose hit by a write fault makes the *loop* thread read (zero-fill) the next
+  read-ahead stretch. So the window is warmed with ``posix_fadvise(WILLNEED)``
   in 1 MiB steps (exactly the range, no read-ahead marks, no buffer, one short kernel stretch per step),
   and the file being written is mapped ``MADV_RANDOM`` (a write fault on a page the warm-up has not reached
   reads that page, not 8 MiB around it); a full file goes back to ``MADV_NORMAL`` for readers.
@@ -66,7 +64,7 @@ FILE_NAME_DIGITS = 20
 _CHUNK = 1 << 20
 _WARM_STEP = 1 << 20
 """Bytes warmed per ``posix_fadvise`` call: the kernel zero-fills a reserved range without a preemption point,
-so each call is one short stretch (~0.5 ms) after which the loop thread can have the CPU (see the module
+so each call is one short stretch after which the loop thread can have the CPU (see the module
 docstring). Between two calls the warming thread needs the GIL back (at most a 5 ms switch interval from a
 busy loop), so warming keeps up with >= 200 MB/s writers."""
 _HAS_FADVISE = hasattr(os, "posix_fadvise")
@@ -241,7 +239,8 @@ class MappedFile:
 
     def write_ahead_only(self, on: bool) -> None:
         """``MADV_RANDOM`` while the file is being written (``on``): a fault reads just its page, never the
-        read-around (8 MiB here) that would zero-fill reserved pages on the event loop; ``MADV_NORMAL`` once
+        read-around (the device's read-ahead) that would zero-fill reserved pages on the event loop;
+        ``MADV_NORMAL`` once
         it is full, so readers of old data get read-ahead again. Cheap (flags of the mapping)."""
         if _HAS_MADVISE and not self._closed:
             with contextlib.suppress(OSError, ValueError):

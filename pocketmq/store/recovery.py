@@ -1,4 +1,4 @@
-"""Start-up recovery: plan from the bytes alone, then apply (STYLE habit 12, reference §4.4).
+"""Start-up recovery: plan from the bytes alone, then apply.
 
 **Plan** (:func:`plan_recovery`, reads only). Two offsets decide everything:
 

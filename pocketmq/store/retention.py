@@ -1,5 +1,5 @@
 """Retention: deleting old commit-log and consume-queue files (RocketMQ's CleanCommitLogService and
-CleanConsumeQueueService, reference §4.2).
+CleanConsumeQueueService).
 
 Every ``clean_resource_interval`` (10 s) the service decides whether to delete:
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.stats import BrokerStats
@@ -185,6 +186,8 @@ class AdminBrokerProcessor:
             "commitLogMaxOffset": str(self.store.max_phy_offset),
             "commitLogMinOffset": str(self.store.min_phy_offset),
             "commitLogFlushedOffset": str(self.store.flushed_phy_offset),
+            # Not in RocketMQ's table: lets a tool on this host check that the broker it asks owns a store.
+            "storePathRootDir": os.path.abspath(self.store.config.store_path_root_dir),
             "topicCount": str(len(self.topics.table)),
             **self._disk_info(),
             **self._exporter_keys(),

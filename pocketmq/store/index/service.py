@@ -42,9 +42,8 @@ import os
 import time
 from typing import NamedTuple
 
-from structlog.typing import FilteringBoundLogger
-
 from pocketmq.common.errors import RecordFormatError
+from pocketmq.common.logs import Logger
 from pocketmq.common.message import MessageConst, get_property
 from pocketmq.common.service import Service
 from pocketmq.store.checkpoint import StoreCheckpoint
@@ -55,7 +54,7 @@ from pocketmq.store.index.file import IndexFile, file_size
 from pocketmq.store.mapped_file import MappedFile, fsync_dir
 
 SLICE_RECORDS = 256
-"""Records indexed between two yields to the event loop (a slice takes ~2 ms)."""
+"""Records indexed between two yields to the event loop (a slice is a few milliseconds)."""
 WALK_PAUSE_S = 0.001
 """Least time between two walks: under load a walk then covers every send of a millisecond or more, instead
 of paying its set-up for the few sends of one loop iteration (queries see records at most ~1 ms later)."""
@@ -96,7 +95,7 @@ class IndexService(Service):
     name = "store-index"
 
     def __init__(self, config: StoreConfig, commit_log: CommitLog, checkpoint: StoreCheckpoint,
-                 executor: concurrent.futures.Executor, log: FilteringBoundLogger) -> None:
+                 executor: concurrent.futures.Executor, log: Logger) -> None:
         super().__init__()
         self.directory = os.path.join(config.store_path_root_dir, "index")
         self.files: list[IndexFile] = []
