@@ -2,10 +2,12 @@
 how soon its dashboard is interactive in a browser.
 
 A name server and one broker run as child processes (:func:`~pocketmq.bench.common.local_cluster`), and so does
-``rmq-console`` (login on, a user made for the run). The bench fills the cluster through the broker's admin
-requests, ``--concurrency`` at a time: ``--topics`` topics (UPDATE_AND_CREATE_TOPIC), ``--groups`` subscription
-groups each with a committed offset on every queue of one topic (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-UPDATE_CONSUMER_OFFSET) and ``--messages`` messages spread over the first topics, so groups have lag. Then,
+``rmq-console`` (login on, a user made for the run). ``--fill requests`` (the default) fills the cluster through
+the broker's admin requests, ``--concurrency`` at a time: ``--topics`` topics (UPDATE_AND_CREATE_TOPIC),
+``--groups`` subscription groups each with a committed offset on every queue of one topic
+(UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, UPDATE_CONSUMER_OFFSET). ``--fill files`` writes the same topics, groups and
+offsets into the broker's metadata files before it starts (seconds instead of minutes while creating a topic
+re-registers every topic). Then ``--messages`` messages are spread over the first topics, so groups have lag. Then,
 logged in over HTTP, it asks each list page ``--requests`` times, one request at a time as a person clicks, and
 reads the server-side time from the ``Server-Timing`` header the console sets (and the client's wall time).
 Finally, if Debian's chromium is there, Playwright opens the dashboard ``--page-loads`` times and measures the
@@ -36,11 +38,15 @@ import aiohttp
 from pocketmq.admin import api_ops
 from pocketmq.admin.api import AdminClient
 from pocketmq.bench.common import Child, local_cluster, percentiles
+from pocketmq.broker.metadata import ConsumerOffsetManager, SubscriptionGroupManager, save_topics
 from pocketmq.client import Message, Producer
 from pocketmq.common.logs import configure_logging
+from pocketmq.common.topic_config import DataVersion, TopicConfig
 from pocketmq.console.users import add_user
 from pocketmq.remoting.codes import RequestCode
 from pocketmq.remoting.headers import UpdateConsumerOffsetRequestHeader
+from pocketmq.remoting.route import TopicConfigSerializeWrapper
+from pocketmq.store.metadata import SubscriptionGroupConfig
 
 USER, PASSWORD = "bench", "bench-password"
 CHROMIUM = "/usr/bin/chromium"
@@ -58,6 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=100, help="requests per list page (100)")
     parser.add_argument("--page-loads", type=int, default=10, help="dashboard loads in chromium (10; 0: none)")
     parser.add_argument("--concurrency", type=int, default=32, help="admin requests in flight while filling (32)")
+    parser.add_argument("--fill", choices=("requests", "files"), default="requests",
+                        help="create topics and groups with admin requests, or lay the broker's metadata files")
     parser.add_argument("--pin", action="store_true", help="pin the broker to one CPU")
     parser.add_argument("--keep-dir", action="store_true", help="keep the cluster's directory")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -68,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     summary: dict[str, Any] = {"load_before": os.getloadavg()}
     workdir = Path(tempfile.mkdtemp(prefix="rmq-bench-console-"))
     try:
-        with local_cluster(args, "console") as cluster:
+        prepare = functools.partial(_seed_files, args=args) if args.fill == "files" else None
+        with local_cluster(args, "console", prepare) as cluster:
             summary["fill"] = asyncio.run(_fill(cluster.namesrv, args))
             users = workdir / "users"
             add_user(users, USER, "admin", PASSWORD)
@@ -108,27 +117,31 @@ def topic_name(i: int) -> str:
     return f"BenchTopic{i:05d}"
 
 
+def group_name(i: int) -> str:
+    return f"BenchGroup{i:05d}"
+
+
+def _seed_files(store_dir: Path, args: argparse.Namespace) -> None:
+    """The broker's topics.json, subscriptionGroup.json and consumerOffset.json, as the requests would leave them."""
+    config_dir = store_dir / "config"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    topics = {topic_name(i): TopicConfig(topic_name(i), args.queues, args.queues, 6) for i in range(args.topics)}
+    save_topics(str(config_dir / "topics.json"), TopicConfigSerializeWrapper(topics, DataVersion.now()))
+    groups = SubscriptionGroupManager(str(config_dir / "subscriptionGroup.json"), auto_create=False)
+    offsets = ConsumerOffsetManager(str(config_dir / "consumerOffset.json"))
+    for i in range(args.groups):
+        groups.update(SubscriptionGroupConfig(group_name(i)))
+        for queue_id in range(args.queues):
+            offsets.commit_offset(group_name(i), topic_name(i % max(args.topics, 1)), queue_id, 0)
+    groups.persist()
+    offsets.persist()
+
+
 async def _fill(namesrv: str, args: argparse.Namespace) -> dict[str, float]:
-    out: dict[str, float] = {}
+    out: dict[str, float] = {"topics_s": 0.0, "groups_s": 0.0}
     async with AdminClient([namesrv], timeout=60.0) as admin:
-        broker = (await admin.master_addrs())[0]
-        started = time.perf_counter()
-        await _bounded((functools.partial(admin.update_topic, topic_name(i), read_queues=args.queues,
-                                          write_queues=args.queues, broker_addr=broker)
-                        for i in range(args.topics)), args.concurrency)
-        out["topics_s"] = round(time.perf_counter() - started, 1)
-        started = time.perf_counter()
-
-        async def group(i: int) -> None:
-            name = f"BenchGroup{i:05d}"
-            await api_ops.update_sub_group(admin, {"groupName": name}, [broker])
-            for queue_id in range(args.queues):
-                fields = UpdateConsumerOffsetRequestHeader(name, topic_name(i % max(args.topics, 1)), queue_id,
-                                                           0).to_fields()
-                await admin.call(broker, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
-
-        await _bounded((functools.partial(group, i) for i in range(args.groups)), args.concurrency)
-        out["groups_s"] = round(time.perf_counter() - started, 1)
+        if args.fill == "requests":
+            await _fill_by_requests(admin, args, out)
     started = time.perf_counter()
     async with Producer("BenchConsolePG", namesrv_addr=namesrv) as producer:
         spread = max(min(args.topics, 200), 1)
@@ -136,6 +149,27 @@ async def _fill(namesrv: str, args: argparse.Namespace) -> dict[str, float]:
                         for i in range(args.messages)), args.concurrency)
     out["messages_s"] = round(time.perf_counter() - started, 1)
     return out
+
+
+async def _fill_by_requests(admin: AdminClient, args: argparse.Namespace, out: dict[str, float]) -> None:
+    broker = (await admin.master_addrs())[0]
+    started = time.perf_counter()
+    await _bounded((functools.partial(admin.update_topic, topic_name(i), read_queues=args.queues,
+                                      write_queues=args.queues, broker_addr=broker)
+                    for i in range(args.topics)), args.concurrency)
+    out["topics_s"] = round(time.perf_counter() - started, 1)
+    started = time.perf_counter()
+
+    async def group(i: int) -> None:
+        name = group_name(i)
+        await api_ops.update_sub_group(admin, {"groupName": name}, [broker])
+        for queue_id in range(args.queues):
+            fields = UpdateConsumerOffsetRequestHeader(name, topic_name(i % max(args.topics, 1)), queue_id,
+                                                       0).to_fields()
+            await admin.call(broker, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+
+    await _bounded((functools.partial(group, i) for i in range(args.groups)), args.concurrency)
+    out["groups_s"] = round(time.perf_counter() - started, 1)
 
 
 async def _broker_costs(namesrv: str) -> dict[str, dict[str, float]]:
