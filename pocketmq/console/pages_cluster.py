@@ -60,13 +60,6 @@ def broker_row(cluster: str, broker_name: str, broker_id: int, addr: str, info: 
             "disk_full": info.get("diskFull") == "true"}
 
 
-async def _info(admin: Any, addr: str) -> dict[str, str] | str:
-    try:
-        return dict(await admin.runtime_info(addr))
-    except (AdminError, rd.BodyDecodeError) as exc:
-        return str(exc)
-
-
 async def cluster_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     console.view.viewed()
@@ -74,13 +67,13 @@ async def cluster_page(request: web.Request) -> web.StreamResponse:
     members = [(cluster, name, bid, addr) for cluster, names in sorted(info.cluster_addr_table.items())
                for name in sorted(names) if name in info.broker_addr_table
                for bid, addr in sorted(info.broker_addr_table[name].broker_addrs.items())]
-    infos = await asyncio.gather(*(_info(console.admin, addr) for _c, _n, _b, addr in members))
+    infos = await asyncio.gather(*(console.view.runtime_info(addr) for _c, _n, _b, addr in members))
     rows = [broker_row(c, n, b, a, i) for (c, n, b, a), i in zip(members, infos, strict=True)]
-    snap = await console.view.snapshot()
+    topics, snap = await asyncio.gather(console.view.topics(), console.view.groups())
     return render(request, "cluster.html", page="cluster", rows=rows, snap=snap,
                   series=json.dumps(console.view.series(), separators=(",", ":")),
                   namesrvs=console.admin.namesrv_addrs, command=console.commands.cluster_list(),
-                  normal_topics=sum(1 for t in snap.topics if t.kind == "normal"),
+                  normal_topics=sum(1 for t in topics.topics if t.kind == "normal"),
                   normal_groups=sum(1 for g in snap.groups if g.kind == "normal"))
 
 
@@ -109,7 +102,7 @@ async def _timer(console: Any, addr: str) -> dict[str, int] | str | None:
 async def backlogs_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     addrs = await console.admin.master_addrs()
-    infos = await asyncio.gather(*(_info(console.admin, a) for a in addrs))
+    infos = await asyncio.gather(*(console.view.runtime_info(a) for a in addrs))
     timers = await asyncio.gather(*(_timer(console, a) for a in addrs))
     tx: list[dict[str, Any]] = []
     errors = []

@@ -59,7 +59,7 @@ def version_text(version: object) -> str:
 
 async def groups_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    snap = await console.view.snapshot()
+    snap = await console.view.groups()
     query = request.query.get("q", "")[:200]
     sort = request.query.get("sort", "name")
     descending = request.query.get("dir") == "desc"
@@ -129,7 +129,7 @@ async def group_page(request: web.Request) -> web.StreamResponse:
     group = check_group(request.query.get("name", ""))
     (entries, errors), pops, (clients, clients_error) = await asyncio.gather(
         group_lag(console, group), pop_counts(console, group), clients_of(console, group))
-    snap = await console.view.snapshot()
+    snap = await console.view.groups()
     row = next((g for g in snap.groups if g.name == group), None)
     topics = sorted({*(_lag_context(entries)["topics"]), *(row.topics if row else ())})
     return render(request, "group.html", page="groups", group=group, row=row, errors=errors, pops=pops,
@@ -163,7 +163,7 @@ async def reset_offset(request: web.Request) -> web.StreamResponse:
                       time=str(form.get("time", "")), command=command,
                       moved=sum(1 for p in preview if p["move"]), total=sum(p["move"] for p in preview))
     entries = await api_ops.reset_offset(console.admin, group, topic, timestamp, force=True, addrs=addrs)
-    await console.view.rebuild()
+    await console.view.group_cache.rebuild()
     details = [f"{e['brokerName']} queue {e['queueId']}: offset {e['offset']}" for e in entries]
     return action_result(request, ok=True, message=f"Offsets of {group} in {topic} reset on {len(addrs)} master(s).",
                          command=command, details=details)

@@ -192,7 +192,7 @@ async def resend_one(request: web.Request) -> web.StreamResponse:
 
 async def dlq_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    snap = await console.view.snapshot()
+    snap = await console.view.topics()
     dlq_groups = sorted(t.name[len("%DLQ%"):] for t in snap.topics if t.kind == "dlq")
     group = request.query.get("group", "")
     result: dict[str, Any] = {}

@@ -41,7 +41,7 @@ def chosen_kinds(request: web.Request) -> frozenset[str]:
 
 async def topics_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
-    snap = await console.view.snapshot()
+    snap = await console.view.topics()
     query = request.query.get("q", "")[:200]
     sort = request.query.get("sort", "name")
     descending = request.query.get("dir") == "desc"
@@ -83,7 +83,7 @@ async def topic_page(request: web.Request) -> web.StreamResponse:
         groups.update(await api_ops.consumed_by(console.admin, addr, name))
     shown = sorted(groups)[:MAX_GROUPS_SHOWN]
     group_rows = await asyncio.gather(*(_group_lag(console, list(masters.values()), g, name) for g in shown))
-    snap = await console.view.snapshot()
+    snap = await console.view.topics()
     row = next((t for t in snap.topics if t.name == name), None)
     return render(request, "topic.html", page="topics", name=name, route=route, queues=queues, groups=group_rows,
                   more_groups=max(len(groups) - len(shown), 0), row=row, perms=PERMS, clusters=sorted(snap.clusters),
@@ -113,7 +113,7 @@ async def update_topic(request: web.Request) -> web.StreamResponse:
                                                  cluster=cluster, order=kind == "FIFO")
     except AdminError as exc:
         return action_result(request, ok=False, message=f"The broker refused: {exc}", command=command, status=400)
-    await console.view.rebuild()
+    await console.view.topic_cache.rebuild()
     return action_result(request, ok=True, message=f"Topic {name} created or updated on {len(addrs)} master(s).",
                          command=command, details=[f"open: {url(request, '/topic', name=name)}"])
 
@@ -128,7 +128,7 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
         raise FormError("type the topic's name into the confirmation field to delete it")
     command = console.commands.delete_topic(name, None)
     addrs = await console.admin.delete_topic(name)
-    await console.view.rebuild()
+    await console.view.topic_cache.rebuild()
     return action_result(request, ok=True, message=f"Topic {name} deleted from {len(addrs)} master(s) and the "
                          "name servers.", command=command)
 

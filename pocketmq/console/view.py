@@ -1,20 +1,21 @@
 """What the console knows about the cluster as a whole, and how its list pages stay fast.
 
-A page never asks every broker about every topic or group. The topic and group lists read a
-:class:`Snapshot` built with a fixed number of requests per *master* (not per topic or group): the name
-servers' topic list and cluster table, then on every master at once GET_ALL_TOPIC_CONFIG,
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_BROKER_CONSUME_STATS (every group's offsets and lag in one answer).
-A snapshot older than ``snapshotTtlMs`` is still served while one new one is built in the background (never
-two at once), so a list page costs a sort and a slice of tables already in memory; the page says how old
-its data is. An admin action that changes the lists rebuilds the snapshot before it answers.
+A page never asks every broker about every topic or group. The lists read two snapshots, each built with a
+fixed number of requests per *master* (not per topic or group): :class:`TopicSnapshot` (the name servers' topic
+list and cluster table, GET_ALL_TOPIC_CONFIG on every master at once) and :class:`GroupSnapshot`
+(GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_BROKER_CONSUME_STATS, every group's offsets and lag in one answer, the
+costly one for a broker: only group views and the dashboard ask for it). A snapshot older than ``snapshotTtlMs``
+is still served while one new one is built in the background (never two at once), so a list page costs a sort
+and a slice of tables already in memory; the page says how old its data is. An admin action that changes a
+list rebuilds its snapshot before it answers.
 
 Live charts read the same counters the brokers' ``/metrics`` publish: put and get TPS are the brokers'
 ``putTps``/``getTransferedTps`` runtime keys (10 s rate, the same counter as
-``rocketmq_brokeruntime_put_tps10``/``…_gettransfered_tps10``), lag is the snapshot's (the same sum as
+``rocketmq_brokeruntime_put_tps10``/``…_gettransfered_tps10``), lag is the group snapshot's (the same sum as
 ``rocketmq_group_diff``). :class:`ClusterView` samples the rates every :data:`SAMPLE_INTERVAL` seconds (one
-runtime-info request per broker), so the dashboard opens with up to ten minutes of history; lag is sampled only
-while someone has looked at the dashboard in the last :data:`SAMPLE_WHILE_VIEWED` seconds (it costs a snapshot),
-and is a gap in the chart otherwise.
+runtime-info request per broker, kept for the Cluster page too, which so never waits for a busy broker), so the
+dashboard opens with up to ten minutes of history; lag is sampled only while someone has looked at the dashboard
+in the last :data:`SAMPLE_WHILE_VIEWED` seconds (it costs a group snapshot), and is a gap in the chart otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -47,6 +48,8 @@ SAMPLE_INTERVAL = 2.0
 SAMPLE_WHILE_VIEWED = 60.0
 #: Chart points kept: ten minutes at one every two seconds.
 SAMPLES_KEPT = 300
+#: How old a sampled runtime-info table may be for the Cluster page to show it instead of asking again (s).
+RUNTIME_FRESH = 2 * SAMPLE_INTERVAL + 1
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 #: Consumer groups RocketMQ's tools and brokers use for themselves.
 SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
@@ -96,11 +99,10 @@ class GroupRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class TopicSnapshot:
     taken_ms: int
     took_ms: float
     topics: tuple[TopicRow, ...]
-    groups: tuple[GroupRow, ...]
     #: broker name → master address (masters that answer or not)
     masters: dict[str, str]
     clusters: dict[str, tuple[str, ...]]
@@ -109,9 +111,52 @@ class Snapshot:
     def age_seconds(self, now_ms: int | None = None) -> float:
         return max(((now_ms if now_ms is not None else _now_ms()) - self.taken_ms) / 1000, 0.0)
 
+
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    taken_ms: int
+    took_ms: float
+    groups: tuple[GroupRow, ...]
+    errors: tuple[str, ...] = ()
+
+    def age_seconds(self, now_ms: int | None = None) -> float:
+        return max(((now_ms if now_ms is not None else _now_ms()) - self.taken_ms) / 1000, 0.0)
+
     @property
     def total_lag(self) -> int:
         return sum(g.lag for g in self.groups)
+
+
+SnapT = TypeVar("SnapT", TopicSnapshot, GroupSnapshot)
+
+
+class Cached(Generic[SnapT]):
+    """One snapshot kind: built on first use, then served while a stale one is rebuilt in the background."""
+
+    def __init__(self, name: str, build: Callable[[], Awaitable[SnapT]], ttl_ms: int, owner: Service) -> None:
+        self._build: Callable[[], Awaitable[SnapT]] = build
+        self.ttl_ms = ttl_ms
+        self.value: SnapT | None = None
+        self._lock = asyncio.Lock()
+        self._rebuilder = owner.add_child(on_demand(name, self._rebuild))
+
+    async def get(self) -> SnapT:
+        value = self.value
+        if value is None:
+            return await self.rebuild()
+        if value.age_seconds() * 1000 > self.ttl_ms and not self._lock.locked():
+            self._rebuilder.trigger()
+        return value
+
+    async def rebuild(self) -> SnapT:
+        """A new snapshot now (after an action that changed the list); one build at a time."""
+        await self._rebuild()
+        assert self.value is not None
+        return self.value
+
+    async def _rebuild(self) -> None:
+        async with self._lock:
+            self.value = await self._build()
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,17 +212,19 @@ def group_kind(name: str) -> str:
 
 
 @dataclass(slots=True)
-class _MasterTables:
-    configs: dict[str, TopicConfig] = field(default_factory=dict)
+class MasterGroups:
+    """One master's subscription groups and consume stats, as a group snapshot reads them."""
+
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     stats: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def build_topics(names: Iterable[str], tables: dict[str, _MasterTables], reserved: frozenset[str]) -> list[TopicRow]:
+def build_topics(names: Iterable[str], tables: dict[str, dict[str, TopicConfig]],
+                 reserved: frozenset[str]) -> list[TopicRow]:
     """One row per topic: queues and permission as the masters have them (the widest when they differ)."""
     by_topic: dict[str, list[tuple[str, TopicConfig]]] = {}
-    for broker, t in tables.items():
-        for topic, config in t.configs.items():
+    for broker, table in tables.items():
+        for topic, config in table.items():
             by_topic.setdefault(topic, []).append((broker, config))
     rows = []
     for name in sorted(set(names) | set(by_topic)):
@@ -192,7 +239,7 @@ def build_topics(names: Iterable[str], tables: dict[str, _MasterTables], reserve
     return rows
 
 
-def build_groups(tables: dict[str, _MasterTables]) -> list[GroupRow]:
+def build_groups(tables: dict[str, MasterGroups]) -> list[GroupRow]:
     """One row per group that has a subscription config or committed offsets on some master."""
     names: set[str] = set()
     for t in tables.values():
@@ -234,6 +281,13 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _raise_unexpected(answers: Sequence[object]) -> None:
+    """Re-raise what gather returned that is not a broker's refusal (a bug must not pass as a broker error)."""
+    for answer in answers:
+        if isinstance(answer, BaseException) and not isinstance(answer, AdminError | rd.BodyDecodeError):
+            raise answer
+
+
 @dataclass(frozen=True, slots=True)
 class Sample:
     at: float
@@ -251,67 +305,86 @@ def first_rate(text: str | None) -> float:
 
 
 class ClusterView:
-    """The snapshot, its background rebuilds, and the chart samples, over one :class:`AdminClient`."""
+    """The two snapshots, their background rebuilds, the latest runtime info of each broker and the chart samples,
+    over one :class:`AdminClient`."""
 
     def __init__(self, admin: AdminClient, *, ttl_ms: int) -> None:
         self.admin = admin
-        self.ttl_ms = ttl_ms
-        self._snapshot: Snapshot | None = None
-        self._lock = asyncio.Lock()
         self.samples: deque[Sample] = deque(maxlen=SAMPLES_KEPT)
+        #: broker address → (monotonic time, GET_BROKER_RUNTIME_INFO table or why it failed)
+        self.runtime: dict[str, tuple[float, dict[str, str] | str]] = {}
         self.dashboard_viewed = 0.0
         self.services = Service(name="console-view")
-        self._rebuilder = self.services.add_child(on_demand("console-snapshot", self._rebuild))
+        self.topic_cache: Cached[TopicSnapshot] = Cached("console-topics", self._build_topics, ttl_ms, self.services)
+        self.group_cache: Cached[GroupSnapshot] = Cached("console-groups", self._build_groups, ttl_ms, self.services)
         self.services.add_child(periodic("console-sampler", SAMPLE_INTERVAL, self._sample, initial_delay=0))
 
-    # -- snapshot ------------------------------------------------------------------------------------------
+    async def topics(self) -> TopicSnapshot:
+        return await self.topic_cache.get()
 
-    async def snapshot(self) -> Snapshot:
-        """The latest snapshot; a stale one starts a rebuild in the background and is served meanwhile."""
-        snap = self._snapshot
-        if snap is None:
-            return await self.rebuild()
-        if snap.age_seconds() * 1000 > self.ttl_ms and not self._lock.locked():
-            self._rebuilder.trigger()
-        return snap
+    async def groups(self) -> GroupSnapshot:
+        return await self.group_cache.get()
 
-    async def rebuild(self) -> Snapshot:
-        """A new snapshot now (after an action that changed the lists); one rebuild at a time."""
-        await self._rebuild()
-        assert self._snapshot is not None
-        return self._snapshot
+    # -- building ------------------------------------------------------------------------------------------
 
-    async def _rebuild(self) -> None:
-        async with self._lock:
-            self._snapshot = await self._build()
-
-    async def _build(self) -> Snapshot:
-        started = time.perf_counter()
+    async def _masters(self) -> tuple[dict[str, str], dict[str, tuple[str, ...]], frozenset[str]]:
         info = await self.admin.cluster_info()
         masters = {name: bd.broker_addrs[rd.MASTER_ID] for name, bd in info.broker_addr_table.items()
                    if rd.MASTER_ID in bd.broker_addrs}
         clusters = {c: tuple(sorted(names)) for c, names in info.cluster_addr_table.items()}
-        reserved = frozenset(clusters) | frozenset(info.broker_addr_table)
+        return masters, clusters, frozenset(clusters) | frozenset(info.broker_addr_table)
+
+    async def _build_topics(self) -> TopicSnapshot:
+        started = time.perf_counter()
+        masters, clusters, reserved = await self._masters()
         names_task = asyncio.ensure_future(self.admin.topic_list())
-        answers = await asyncio.gather(*(self._master_tables(addr) for addr in masters.values()))
-        errors = [a for a in answers if isinstance(a, str)]
-        tables = {name: a for name, a in zip(masters, answers, strict=True) if isinstance(a, _MasterTables)}
+        answers = await asyncio.gather(*(self.admin.all_topic_configs(a) for a in masters.values()),
+                                       return_exceptions=True)
+        errors = [f"{a}: {x}" for a, x in zip(masters.values(), answers, strict=True) if isinstance(x, Exception)]
+        tables = {name: x for name, x in zip(masters, answers, strict=True) if isinstance(x, dict)}
+        _raise_unexpected(answers)
         try:
             names = await names_task
         except AdminError as exc:
             names, errors = [], [*errors, str(exc)]
-        took = (time.perf_counter() - started) * 1000
-        return Snapshot(_now_ms(), round(took, 1), tuple(build_topics(names, tables, reserved)),
-                        tuple(build_groups(tables)), masters, clusters, tuple(errors))
+        took = round((time.perf_counter() - started) * 1000, 1)
+        return TopicSnapshot(_now_ms(), took, tuple(build_topics(names, tables, reserved)), masters, clusters,
+                             tuple(errors))
 
-    async def _master_tables(self, addr: str) -> _MasterTables | str:
+    async def _build_groups(self) -> GroupSnapshot:
+        started = time.perf_counter()
+        masters, _clusters, _reserved = await self._masters()
+        answers = await asyncio.gather(*(self._master_groups(a) for a in masters.values()))
+        errors = [a for a in answers if isinstance(a, str)]
+        tables = {name: a for name, a in zip(masters, answers, strict=True) if isinstance(a, MasterGroups)}
+        took = round((time.perf_counter() - started) * 1000, 1)
+        return GroupSnapshot(_now_ms(), took, tuple(build_groups(tables)), tuple(errors))
+
+    async def _master_groups(self, addr: str) -> MasterGroups | str:
         try:
-            configs, groups, stats = await asyncio.gather(
-                self.admin.all_topic_configs(addr), api_ops.sub_groups(self.admin, addr),
-                api_ops.broker_consume_stats(self.admin, addr))
+            groups, stats = await asyncio.gather(api_ops.sub_groups(self.admin, addr),
+                                                 api_ops.broker_consume_stats(self.admin, addr))
         except (AdminError, rd.BodyDecodeError) as exc:
             return f"{addr}: {exc}"
-        return _MasterTables(configs, groups, stats)
+        return MasterGroups(groups, stats)
+
+    # -- runtime info --------------------------------------------------------------------------------------
+
+    async def runtime_info(self, addr: str) -> dict[str, str] | str:
+        """A broker's runtime table (or why it could not be read): the sampler's when it is fresh, so a page does
+        not wait behind a broker that is busy answering something else."""
+        cached = self.runtime.get(addr)
+        if cached is not None and time.monotonic() - cached[0] <= RUNTIME_FRESH:
+            return cached[1]
+        return await self._ask_runtime(addr)
+
+    async def _ask_runtime(self, addr: str) -> dict[str, str] | str:
+        try:
+            info: dict[str, str] | str = dict(await self.admin.runtime_info(addr))
+        except (AdminError, rd.BodyDecodeError) as exc:
+            info = str(exc)
+        self.runtime[addr] = (time.monotonic(), info)
+        return info
 
     # -- charts --------------------------------------------------------------------------------------------
 
@@ -320,7 +393,10 @@ class ClusterView:
 
     async def _sample(self) -> None:
         brokers = await self.admin.brokers()
-        infos = await asyncio.gather(*(self.admin.runtime_info(b.addr) for b in brokers), return_exceptions=True)
+        infos = await asyncio.gather(*(self._ask_runtime(b.addr) for b in brokers))
+        live = {b.addr for b in brokers}
+        for addr in [a for a in self.runtime if a not in live]:
+            del self.runtime[addr]
         put = get = 0.0
         for info in infos:
             if isinstance(info, dict):
@@ -328,7 +404,7 @@ class ClusterView:
                 get += first_rate(info.get("getTransferedTps"))
         lag = None
         if time.monotonic() - self.dashboard_viewed <= SAMPLE_WHILE_VIEWED:
-            lag = (await self.snapshot()).total_lag
+            lag = (await self.groups()).total_lag
         self.samples.append(Sample(time.time(), round(put, 2), round(get, 2), lag))
 
     def series(self) -> dict[str, list[float | None]]:

@@ -255,7 +255,7 @@ async def test_dlq_browse_resend_and_csv(tmp_path: Path, namesrv: NamesrvControl
             AdminClient([namesrv.addr]) as admin:
         await admin.update_topic(dlq_topic(group), read_queues=1, write_queues=1)
         ids = await _produce(namesrv.addr, dlq_topic(group), 3, keys="dead")
-        await server.console.view.rebuild() if server.console else None
+        await server.console.view.topic_cache.rebuild() if server.console else None
         status, text, _ = await b.get("/dlq")
         assert f'<option value="{group}"' in text
         status, text, _ = await b.get(f"/dlq?group={group}")

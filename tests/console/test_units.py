@@ -19,7 +19,7 @@ from pocketmq.console.config import ConsoleConfig, describe, normalise_base_path
 from pocketmq.console.pages_groups import version_text
 from pocketmq.console.security import LoginThrottle, SessionStore, _client_ip
 from pocketmq.console.users import UsersFile, UsersFileError, add_user, hash_password, parse_users, verify_password
-from pocketmq.console.view import GROUP_SORTS, TOPIC_SORTS, _MasterTables, build_groups, build_topics, paginate, select
+from pocketmq.console.view import GROUP_SORTS, TOPIC_SORTS, MasterGroups, build_groups, build_topics, paginate, select
 
 
 def test_password_hashes_verify_and_refuse() -> None:
@@ -135,18 +135,21 @@ def test_lag_definition() -> None:
     assert queue_lag(10, -1) == 10  # RocketMQ's "no offset": counted from 0, never 11 or -1
 
 
-def _tables() -> dict[str, _MasterTables]:
+def _tables() -> dict[str, MasterGroups]:
     def entry(topic: str, q: int, broker_offset: int, consumer_offset: int) -> dict[str, object]:
         return {"topic": topic, "brokerName": "b", "queueId": q, "brokerOffset": broker_offset,
                 "consumerOffset": consumer_offset, "lag": queue_lag(broker_offset, consumer_offset)}
 
-    a = _MasterTables(configs={"T1": TopicConfig("T1", 4, 4, 6), "%RETRY%G1": TopicConfig("%RETRY%G1", 1, 1, 6)},
-                      groups={"G1": {"groupName": "G1", "consumeBroadcastEnable": False}},
-                      stats={"G1": {"consumeTps": 1.5, "offsetTable": [entry("T1", 0, 10, 4), entry("T1", 1, 5, 9),
-                                                                        entry("%RETRY%G1", 0, 3, 1)]}})
-    b = _MasterTables(configs={"T1": TopicConfig("T1", 8, 8, 4, order=True)}, groups={"G2": {"groupName": "G2"}},
-                      stats={"G1": {"consumeTps": 0.5, "offsetTable": [entry("T1", 0, 7, 7)]}})
+    a = MasterGroups(groups={"G1": {"groupName": "G1", "consumeBroadcastEnable": False}},
+                     stats={"G1": {"consumeTps": 1.5, "offsetTable": [entry("T1", 0, 10, 4), entry("T1", 1, 5, 9),
+                                                                       entry("%RETRY%G1", 0, 3, 1)]}})
+    b = MasterGroups(groups={"G2": {"groupName": "G2"}},
+                     stats={"G1": {"consumeTps": 0.5, "offsetTable": [entry("T1", 0, 7, 7)]}})
     return {"broker-a": a, "broker-b": b}
+
+
+TOPIC_TABLES = {"broker-a": {"T1": TopicConfig("T1", 4, 4, 6), "%RETRY%G1": TopicConfig("%RETRY%G1", 1, 1, 6)},
+                "broker-b": {"T1": TopicConfig("T1", 8, 8, 4, order=True)}}
 
 
 def test_group_and_topic_rows_from_broker_tables() -> None:
@@ -154,7 +157,7 @@ def test_group_and_topic_rows_from_broker_tables() -> None:
     assert groups["G1"].lag == 6 and groups["G1"].retry_lag == 2 and groups["G1"].consume_tps == 2.0
     assert groups["G1"].brokers == ("broker-a", "broker-b") and groups["G1"].topics == ("T1",)
     assert groups["G2"].lag == 0 and groups["G2"].configured
-    topics = {t.name: t for t in build_topics(["T1", "OnlyInNamesrv", "TBW102"], _tables(), frozenset())}
+    topics = {t.name: t for t in build_topics(["T1", "OnlyInNamesrv", "TBW102"], TOPIC_TABLES, frozenset())}
     assert topics["T1"].write_queues == 8 and topics["T1"].order and topics["T1"].brokers == ("broker-a", "broker-b")
     assert topics["%RETRY%G1"].kind == "retry" and topics["TBW102"].kind == "system"
     assert topics["OnlyInNamesrv"].brokers == ()
