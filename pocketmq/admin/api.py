@@ -7,6 +7,7 @@ Every call has a timeout; a non-SUCCESS answer raises :class:`AdminError` with t
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,8 +156,12 @@ class AdminClient:
     async def all_topic_configs(self, broker_addr: str) -> dict[str, TopicConfig]:
         """GET_ALL_TOPIC_CONFIG: every topic of one broker, in one request."""
         resp = await self.call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)
-        try:
+
+        def decode() -> dict[str, TopicConfig]:  # thousands of topics: in a thread, the caller's loop keeps serving
             return rd.TopicConfigSerializeWrapper.from_json_dict(self.body(resp)).topic_config_table
+
+        try:
+            return await asyncio.to_thread(decode)
         except rd.BodyDecodeError as exc:
             raise AdminError(f"{broker_addr}: undecodable topic table: {exc}") from None
 

@@ -9,6 +9,7 @@ Any non-SUCCESS answer raises :class:`~pocketmq.admin.api.AdminError` with the p
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -52,10 +53,7 @@ MAX_PRINT_PER_QUEUE = 10_000
 
 def mq_body(resp: Any) -> Any:
     """A body in fastjson's dialect, MessageQueue object keys included."""
-    try:
-        return fastjson.loads(bytes(resp.body or b"{}"))
-    except ValueError as exc:
-        raise AdminError(f"undecodable body: {exc}") from None
+    return mq_body_of(bytes(resp.body or b"{}"))
 
 
 def mq_entries(table: Any, **extra: Any) -> list[dict[str, Any]]:
@@ -175,9 +173,22 @@ def with_lag(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def broker_consume_stats(admin: AdminClient, addr: str) -> dict[str, dict[str, Any]]:
     """GET_BROKER_CONSUME_STATS: every group with offsets on one broker, in one request, as
-    ``{group: {"consumeTps": tps, "offsetTable": [entries with lag]}}``."""
-    body = mq_body(await admin.call(addr, RequestCode.GET_BROKER_CONSUME_STATS,
-                                    GetConsumeStatsInBrokerHeader(False).to_fields()))
+    ``{group: {"consumeTps": tps, "offsetTable": [entries with lag]}}``. The body (about 100 bytes a queue) is
+    decoded in a thread, so a console's loop keeps serving pages meanwhile."""
+    fields = GetConsumeStatsInBrokerHeader(False).to_fields()
+    resp = await admin.call(addr, RequestCode.GET_BROKER_CONSUME_STATS, fields)
+    return await asyncio.to_thread(lambda: _group_stats(mq_body_of(bytes(resp.body or b"{}"))))
+
+
+def mq_body_of(data: bytes) -> Any:
+    """:func:`mq_body` of raw bytes."""
+    try:
+        return fastjson.loads(data)
+    except ValueError as exc:
+        raise AdminError(f"undecodable body: {exc}") from None
+
+
+def _group_stats(body: Any) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for item in (body.get("consumeStatsList") if isinstance(body, dict) else None) or []:
         if not isinstance(item, dict):

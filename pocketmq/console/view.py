@@ -348,8 +348,8 @@ class ClusterView:
         except AdminError as exc:
             names, errors = [], [*errors, str(exc)]
         took = round((time.perf_counter() - started) * 1000, 1)
-        return TopicSnapshot(_now_ms(), took, tuple(build_topics(names, tables, reserved)), masters, clusters,
-                             tuple(errors))
+        rows = await asyncio.to_thread(build_topics, names, tables, reserved)  # thousands of rows: off the loop
+        return TopicSnapshot(_now_ms(), took, tuple(rows), masters, clusters, tuple(errors))
 
     async def _build_groups(self) -> GroupSnapshot:
         started = time.perf_counter()
@@ -358,7 +358,8 @@ class ClusterView:
         errors = [a for a in answers if isinstance(a, str)]
         tables = {name: a for name, a in zip(masters, answers, strict=True) if isinstance(a, MasterGroups)}
         took = round((time.perf_counter() - started) * 1000, 1)
-        return GroupSnapshot(_now_ms(), took, tuple(build_groups(tables)), tuple(errors))
+        rows = await asyncio.to_thread(build_groups, tables)
+        return GroupSnapshot(_now_ms(), took, tuple(rows), tuple(errors))
 
     async def _master_groups(self, addr: str) -> MasterGroups | str:
         try:
