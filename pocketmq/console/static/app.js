@@ -28,8 +28,8 @@
   }
 
   function markReady() {
+    if (!window.__consoleReadyAt) { window.__consoleReadyAt = performance.now(); }  // read by rmq-bench console
     document.body.setAttribute("data-ready", "1");
-    window.__consoleReady = true;
   }
 
   function dashboardCharts() {
