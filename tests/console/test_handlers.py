@@ -352,3 +352,26 @@ def test_rmq_console_process_serves_and_stops_on_sigterm(tmp_path: Path) -> None
         assert "console_stopped" in proc.stderr_text() and "console_login_off" in proc.stderr_text()
     finally:
         proc.kill()
+
+
+async def test_a_time_range_pages_past_two_thousand_messages(tmp_path: Path, namesrv: NamesrvController,
+                                                              broker: BrokerController) -> None:
+    """rocketmq-dashboard stops at 2,000 messages per time query; the cursor goes on to the end."""
+    total = 2100
+    async with console(tmp_path, namesrv.addr, page_size=1000) as server, browser(server) as b, \
+            AdminClient([namesrv.addr]) as admin:
+        await admin.update_topic("ManyT", read_queues=1, write_queues=1)
+        async with Producer("ConsoleManyPG", namesrv_addr=namesrv.addr, instance_name="ct-many") as producer:
+            for start in range(0, total, 100):
+                await producer.send_batch([Message("ManyT", f"n{i}".encode()) for i in range(start, start + 100)])
+        seen: list[str] = []
+        path = "/messages?mode=range&go=1&topic=ManyT"
+        pages = 0
+        while path and pages < 5:
+            status, text, _ = await b.get(path)
+            assert status == 200 and 'id="partial-notice"' not in text
+            seen.extend(re.findall(r'id=([0-9A-F]{32})">', text))
+            found = re.search(r'id="next-page" href="([^"]+)"', text)
+            path = found.group(1).replace("&amp;", "&") if found else ""
+            pages += 1
+        assert pages == 3 and len(seen) == total and len(set(seen)) == total
