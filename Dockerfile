@@ -1,4 +1,4 @@
-# PocketMQ image: every process of the cluster (rmq-namesrv, rmq-broker, rmq-admin, rmq-cluster, rmq-bench) from one image.
+# PocketMQ image: every process (rmq-namesrv, rmq-broker, rmq-admin, rmq-cluster, rmq-console...) from one image.
 #
 # BASE_IMAGE is what the image runs on; BUILDER_IMAGE (default: the same) installs the project into a virtual
 # environment that is then copied over alone, so no pip, build dependency or download cache is left in the image.
