@@ -18,12 +18,14 @@ first run pays for it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,6 +231,32 @@ def base_tarball(tools: Tools, work: Path, cache_dir: Path = CACHE_DIR) -> Path:
     if tarball.exists():
         return tarball
     cache_dir.mkdir(parents=True, exist_ok=True)
+    with cache_lock(cache_dir):  # CI makes it beside the other tests (``prefetch``): wait for that one
+        if not tarball.exists():
+            _make_tarball(tools, work, tarball)
+    return tarball
+
+
+@contextlib.contextmanager
+def cache_lock(cache_dir: Path, timeout: float = 1500.0) -> Iterator[None]:
+    """An exclusive lock on the cache, waited for at most ``timeout`` seconds."""
+    with open(cache_dir / ".lock", "w") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the base-image cache {cache_dir} stayed locked for {timeout:.0f} s") from None
+                time.sleep(1.0)  # pacing the poll of another process's lock
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _make_tarball(tools: Tools, work: Path, tarball: Path) -> None:
     rootfs = work / "rootfs"
     env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}:{SYSTEM_PATH}"}
     try:
@@ -245,7 +273,6 @@ def base_tarball(tools: Tools, work: Path, cache_dir: Path = CACHE_DIR) -> Path:
         os.replace(partial, tarball)
     finally:
         remove_tree(rootfs)
-    return tarball
 
 
 def python_base_image(engine: Engine, tarball: Path, work: Path, tag: str) -> str:
@@ -264,3 +291,20 @@ def python_base_image(engine: Engine, tarball: Path, work: Path, tag: str) -> st
     (context / "Dockerfile").write_text("\n".join(lines) + "\n")
     engine.docker("build", "-q", "-t", tag, str(context), timeout=300)
     return tag
+
+
+def prefetch() -> int:
+    """``python -m tests.docker.engine``: make the cached base tarball now (CI starts this beside the other tests so
+    the container test finds it ready); nothing to do where no engine can run."""
+    try:
+        tools = find_tools()
+    except EngineUnavailable as exc:
+        print(f"prefetch: {exc}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="pocketmq-base-") as work:
+        print(f"prefetch: {base_tarball(tools, Path(work))}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(prefetch())
