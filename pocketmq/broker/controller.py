@@ -20,7 +20,7 @@ from pocketmq.broker import disk_status
 from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
-from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
 from pocketmq.broker.exporter_metrics import ExporterMetrics
 from pocketmq.broker.filter import ConsumerFilterManager
 from pocketmq.broker.long_polling import PullRequestHoldService
@@ -170,7 +170,7 @@ class BrokerController:
 
     def identity(self) -> BrokerIdentity:
         return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, self.config.broker_id,
-                              self.addr, f"{self.config.broker_ip1}:{self.ha_port}")
+                              self.addr, f"{ha_address_host(self.config)}:{self.ha_port}")
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
