@@ -3,7 +3,7 @@
 Start-up order matters and is spelled out in :meth:`BrokerController.start`: bind the port first (port 0
 picks one, and the store writes the broker's address into every record), open and recover the store,
 register processors, start serving, register with every name server, then start the background services.
-Stop is the reverse, as the issue asks: stop the background services (one call: they are children of one
+Stop is the reverse: stop the background services (one call: they are children of one
 :class:`~pocketmq.common.service.Service`), stop accepting, let in-flight sends finish, flush and close the store,
 unregister.
 
@@ -20,9 +20,11 @@ import dataclasses
 import shutil
 import struct
 
+from pocketmq.broker import disk_status
 from pocketmq.broker.acl import PlainAclService
+from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
-from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
 from pocketmq.broker.controller_api import ControllerClient
 from pocketmq.broker.controller_mode import ControllerModeBroker, MasterServiceFactory
 from pocketmq.broker.exporter_metrics import ExporterMetrics
@@ -47,6 +49,7 @@ from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from pocketmq.broker.processors.controller_mode import ControllerModeProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.query import QueryMessageProcessor
+from pocketmq.broker.processors.reply import ReplyMessageProcessor
 from pocketmq.broker.processors.send import SendMessageProcessor
 from pocketmq.broker.registration import (
     REJOIN_CHECK_INTERVAL,
@@ -55,7 +58,6 @@ from pocketmq.broker.registration import (
     RegisterResult,
     split_namesrv_addr,
 )
-from pocketmq.broker.replicas_manager import ReplicasManager, identity_path
 from pocketmq.broker.rewind_guard import RewindGuard
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
@@ -71,10 +73,7 @@ from pocketmq.common.record import parse_host_port
 from pocketmq.common.service import Service, on_demand, periodic
 from pocketmq.common.topic_config import PermName
 from pocketmq.ha.client import HAClient
-from pocketmq.ha.epoch_file import EpochFileCache
 from pocketmq.ha.service import HAService
-from pocketmq.ha.slave_epochs import SlaveEpochs
-from pocketmq.ha.sync_state import AckPolicy, ControllerReplication
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -125,6 +124,7 @@ class BrokerController(ControllerModeBroker):
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
+        self.replies: ReplyMessageProcessor | None = None
         self.store: MessageStore | None = None
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
@@ -133,8 +133,8 @@ class BrokerController(ControllerModeBroker):
         self.controllers = ControllerClient(
             self.client, split_namesrv_addr(config.controller_addr), cluster=config.broker_cluster_name,
             broker_name=config.broker_name) if config.enable_controller_mode else None
-        self.replicas: ReplicasManager | None = None
-        self.epochs: EpochFileCache | None = None
+        self.replicas = None
+        self.epochs = None
         self._send_processor: SendMessageProcessor | None = None
         self._end_transaction: EndTransactionProcessor | None = None
         self._pull_processor: PullMessageProcessor | None = None
@@ -190,7 +190,7 @@ class BrokerController(ControllerModeBroker):
 
     @property
     def ha_addr(self) -> str:
-        return f"{self.config.broker_ip1}:{self.ha_port}"
+        return f"{ha_address_host(self.config)}:{self.ha_port}"
 
     def identity(self) -> BrokerIdentity:
         replicas = self.replicas
@@ -211,6 +211,7 @@ class BrokerController(ControllerModeBroker):
             store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
         self.store = MessageStore(store_config)
         await self.store.start()
+        disk_status.feed_offsets(self.store, self.offsets, self.delay_offsets)  # what the disk report reads
         await asyncio.to_thread(self._load_metadata)
         await self._load_controller_identity(self.store)
         if self.config.trace_topic_enable:  # RocketMQ: one queue, read and write
@@ -222,6 +223,7 @@ class BrokerController(ControllerModeBroker):
         await self._load_transactions(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
+        await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
@@ -295,8 +297,11 @@ class BrokerController(ControllerModeBroker):
                                                       enable_property_filter=self.config.enable_property_filter)
         query = QueryMessageProcessor(store=store)
         tail = CommitLogTailProcessor(store=store, role=lambda: self.config.broker_role.name)
+        self.replies = ReplyMessageProcessor(
+            send=send, clients=self.clients, broker_addr=lambda: self.addr, region_id=self.config.region_id,
+            store_reply=lambda: self.config.store_reply_message_enable, trace_on=self.config.trace_on)
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
-                          tail, *admin_more):
+                          tail, self.replies, *admin_more):
             handlers.update(processor.handlers())
         if self.slave_sync is not None and controller_mode:
             handlers.update(self.slave_sync.handlers())
@@ -333,6 +338,7 @@ class BrokerController(ControllerModeBroker):
         await self._persist_topics()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
+            await asyncio.to_thread(remove_address, self.store.config.store_path_root_dir, self.addr)
             await self.store.shutdown()
         await self.outer_api.unregister_broker_all(self.identity())
         await self.client.close()
@@ -395,40 +401,12 @@ class BrokerController(ControllerModeBroker):
 
     # -- replication -----------------------------------------------------------------------------------------
 
-    async def _load_controller_identity(self, store: MessageStore) -> None:
-        """Controller mode: the epoch file, this replica's id, and the manager that will decide the role."""
-        if self.controllers is None:
-            return
-        ha = self.config.ha
-        # an idle follower reports often enough to count as caught up (it leaves the SyncStateSet otherwise)
-        heartbeat = min(ha.ha_send_heartbeat_interval, ha.ha_max_time_slave_not_catchup / 3)
-        ha = ha.replace(ha_send_heartbeat_interval=heartbeat, ha_housekeeping_interval=max(
-            heartbeat * 4, min(ha.ha_housekeeping_interval, ha.ha_max_time_slave_not_catchup)))
-        self.config = dataclasses.replace(self.config, ha=ha)
-        path = ha.store_path_epoch_file or f"{store.config.store_path_root_dir}/epochFileCheckpoint"
-        self.epochs = EpochFileCache(path)
-        await asyncio.to_thread(self.epochs.load)
-        policy = AckPolicy(ha.all_ack_in_sync_state_set, ha.in_sync_replicas, ha.min_in_sync_replicas)
-        replication = ControllerReplication(self.config.broker_id, self.epochs, policy)
-        port = ha.ha_listen_port or (self.port + 1 if self.config.listen_port else 0)
-        self.ha_service = HAService(store, ha.replace(ha_listen_port=port), controller=replication)
-        await self.ha_service.start()  # listening from the start: the controller hands its address out
-        self.replicas = ReplicasManager(self.config, self, self.controllers, self.ha_service, self.epochs,
-                                        identity_path(self.config.store.config_dir))
-        await self.replicas.load_identity()
-
     async def _start_ha(self, store: MessageStore) -> None:
         """Masters listen for slaves on the HA port; slaves replicate from their master and copy its
         metadata every 10 s. Controller mode: the HA server already listens; the client waits for a master."""
         ha = self.config.ha
-        if self.replicas is not None and self.epochs is not None:
-            self.replicas.slave_epochs = SlaveEpochs(self.replicas.broker_id, self.epochs)
-            self.ha_client = HAClient(store, ha, epochs=self.replicas.slave_epochs)
-            self.ha_client.start()
-            self.slave_sync = SlaveSynchronize(
-                client=self.client, master_addr=lambda: self.master_addr, topics=self.topics, offsets=self.offsets,
-                groups=self.groups, delay_offsets=self.delay_offsets,
-                interval=self.config.slave_synchronize_interval / 1000, first_delay=0.5)
+        if self.replicas is not None:
+            self._start_controller_ha(store)
             return
         if self.config.is_master:
             port = ha.ha_listen_port or (self.port + 1 if self.config.listen_port else 0)
@@ -483,6 +461,8 @@ class BrokerController(ControllerModeBroker):
         info = {**self._ha_runtime_info(), "compiledBuild": compiled.ACTIVE}
         if self.replicas is not None:
             info.update(self.replicas.runtime_info())
+        if self.replies is not None:
+            info.update(self.replies.runtime_info())
         if self.transactions is not None:
             info.update(self.transactions.runtime_info())
         return info
@@ -553,15 +533,10 @@ class BrokerController(ControllerModeBroker):
                 lambda: [((str(s.address),), max(0, self.store.max_phy_offset - s.ack_offset))
                          for s in self.ha_service.attached_slaves] if self.ha_service and self.store else [])
         ExporterMetrics(self).register(m)  # rocketmq-exporter's names and labels
+        disk_status.register_metrics(m, lambda: self.store)
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
-        m.gauge("pocketmq_broker_master_epoch", "Controller mode: the master epoch this broker follows or leads", [],
-                lambda: [((), self.replicas.master_epoch)] if self.replicas else [])
-        m.gauge("pocketmq_broker_sync_state_set_size", "Controller mode, on the master: members of its SyncStateSet",
-                [], lambda: [((), len(self.replicas.replication.sync_state_set))]
-                if self.replicas and self.replicas.role == "MASTER" else [])
-        m.gauge("pocketmq_broker_role_changes", "Controller mode: times this broker became master or stopped being it",
-                [], lambda: [((), self.replicas.role_changes)] if self.replicas else [])
+        self._register_controller_metrics(m)
         m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "
                 "committed, rolled back, checked back, discarded", ["kind"],
                 lambda: self.transactions.counters.samples() if self.transactions else [])

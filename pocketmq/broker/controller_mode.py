@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable
 
 from pocketmq.broker.config import BrokerConfig, BrokerRole
-from pocketmq.broker.controller_api import GroupState
+from pocketmq.broker.controller_api import ControllerClient, GroupState
 from pocketmq.broker.long_polling import PullRequestHoldService
-from pocketmq.broker.metadata import DelayOffsets
+from pocketmq.broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.send import SendMessageProcessor
-from pocketmq.broker.replicas_manager import ReplicasManager
+from pocketmq.broker.replicas_manager import ReplicasManager, identity_path
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
+from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.check import TransactionalMessageCheckService
 from pocketmq.broker.transaction.end import EndTransactionProcessor
 from pocketmq.broker.transaction.service import TransactionalMessageService
@@ -41,10 +43,13 @@ from pocketmq.common.service import Service
 from pocketmq.ha.client import HAClient
 from pocketmq.ha.epoch_file import Epoch, EpochFileCache
 from pocketmq.ha.service import HAService
+from pocketmq.ha.slave_epochs import SlaveEpochs
+from pocketmq.ha.sync_state import AckPolicy, ControllerReplication
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import PocketMQError
+from pocketmq.remoting.metrics import Metrics
 from pocketmq.store.message_store import MessageStore
 
 __all__ = ["ControllerModeBroker", "MasterServiceFactory"]
@@ -86,11 +91,70 @@ class ControllerModeBroker:
     _master_factories: list[MasterServiceFactory]
     _role_lock: asyncio.Lock
 
+    controllers: ControllerClient | None
+    topics: TopicConfigManager
+    offsets: ConsumerOffsetManager
+    groups: SubscriptionGroupManager
+
+    @property
+    def port(self) -> int:
+        raise NotImplementedError  # the broker's
+
+    @property
+    def addr(self) -> str:
+        raise NotImplementedError  # the broker's
+
+    @property
+    def ha_addr(self) -> str:
+        raise NotImplementedError  # the broker's
+
     async def register_all(self) -> object:
         raise NotImplementedError  # the broker's
 
     async def _start_transactions(self, store: MessageStore) -> None:
         raise NotImplementedError  # the broker's
+
+    async def _load_controller_identity(self, store: MessageStore) -> None:
+        """Controller mode: the epoch file, this replica's id, and the manager that will decide the role."""
+        if self.controllers is None:
+            return
+        ha = self.config.ha
+        # an idle follower reports often enough to count as caught up (it leaves the SyncStateSet otherwise)
+        heartbeat = min(ha.ha_send_heartbeat_interval, ha.ha_max_time_slave_not_catchup / 3)
+        ha = ha.replace(ha_send_heartbeat_interval=heartbeat, ha_housekeeping_interval=max(
+            heartbeat * 4, min(ha.ha_housekeeping_interval, ha.ha_max_time_slave_not_catchup)))
+        self.config = dataclasses.replace(self.config, ha=ha)
+        path = ha.store_path_epoch_file or f"{store.config.store_path_root_dir}/epochFileCheckpoint"
+        self.epochs = EpochFileCache(path)
+        await asyncio.to_thread(self.epochs.load)
+        policy = AckPolicy(ha.all_ack_in_sync_state_set, ha.in_sync_replicas, ha.min_in_sync_replicas)
+        replication = ControllerReplication(self.config.broker_id, self.epochs, policy)
+        port = ha.ha_listen_port or (self.port + 1 if self.config.listen_port else 0)
+        self.ha_service = HAService(store, ha.replace(ha_listen_port=port), controller=replication)
+        await self.ha_service.start()  # listening from the start: the controller hands its address out
+        self.replicas = ReplicasManager(self.config, self, self.controllers, self.ha_service, self.epochs,
+                                        identity_path(self.config.store.config_dir))
+        await self.replicas.load_identity()
+
+    def _start_controller_ha(self, store: MessageStore) -> None:
+        """Controller mode: the HA server already listens; the client (and the metadata copy) wait for a master."""
+        assert self.replicas is not None and self.epochs is not None
+        self.replicas.slave_epochs = SlaveEpochs(self.replicas.broker_id, self.epochs)
+        self.ha_client = HAClient(store, self.config.ha, epochs=self.replicas.slave_epochs)
+        self.ha_client.start()
+        self.slave_sync = SlaveSynchronize(
+            client=self.client, master_addr=lambda: self.master_addr, topics=self.topics, offsets=self.offsets,
+            groups=self.groups, delay_offsets=self.delay_offsets,
+            interval=self.config.slave_synchronize_interval / 1000, first_delay=0.5)
+
+    def _register_controller_metrics(self, m: Metrics) -> None:
+        m.gauge("pocketmq_broker_master_epoch", "Controller mode: the master epoch this broker follows or leads", [],
+                lambda: [((), self.replicas.master_epoch)] if self.replicas else [])
+        m.gauge("pocketmq_broker_sync_state_set_size", "Controller mode, on the master: members of its SyncStateSet",
+                [], lambda: [((), len(self.replicas.replication.sync_state_set))]
+                if self.replicas and self.replicas.role == "MASTER" else [])
+        m.gauge("pocketmq_broker_role_changes", "Controller mode: times this broker became master or stopped being it",
+                [], lambda: [((), self.replicas.role_changes)] if self.replicas else [])
 
     @property
     def is_controller_master(self) -> bool:

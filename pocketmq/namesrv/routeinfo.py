@@ -1,4 +1,4 @@
-"""``RouteInfoManager``: the name server's routing tables and the rules that change them (reference §3.2, §6).
+"""``RouteInfoManager``: the name server's routing tables and the rules that change them.
 
 Tables (the same five as RocketMQ's)::
 
@@ -111,7 +111,7 @@ class RouteInfoManager:
         channel: object,
         master_epoch: int | None = None,
     ) -> RegisterBrokerResult:
-        """Record a broker's (re-)registration and, for a master, its topics (reference §3.2).
+        """Record a broker's (re-)registration and, for a master, its topics.
 
         In controller mode a broker says its master epoch: a master of an epoch older than one already seen for its
         group is not recorded at all (it was replaced and does not know it yet; routes must not send it writes)."""

@@ -1,4 +1,4 @@
-"""``RaftCore``: one Raft node as a state machine with no I/O and no clock of its own (STYLE habit 1).
+"""``RaftCore``: one Raft node as a state machine with no I/O and no clock of its own.
 
 The driver (:mod:`pocketmq.controller.raft.node`) feeds it messages (:meth:`RaftCore.step`), clock ticks
 (:meth:`RaftCore.tick`) and proposals (:meth:`RaftCore.propose`), each with the time ``now``, and after each call
@@ -8,7 +8,7 @@ sent or applied before its hard state and log operations are on disk** (a vote i
 acknowledged, and a leader never counts an entry of its own, before the fsync). Tests drive several cores through
 a simulated network with partitions, drops, delays and crashes (``tests/controller/test_raft_sim.py``).
 
-What is implemented (Ongaro's thesis, chapter 3 and §9.6, as etcd's raft does it):
+What is implemented (Ongaro's thesis: chapter 3, and pre-vote from chapter 9, as etcd's raft does it):
 
 * leader election with randomized timeouts in ``[election_timeout, 2 * election_timeout)``;
 * **pre-vote**: a node whose timer fires first asks whether it could win, without raising anybody's term, so a

@@ -42,7 +42,7 @@ class VoteRequest:
     sender: str
     last_index: int
     last_term: int
-    #: a pre-vote (Raft thesis §9.6) asks whether a real election would succeed, changing nobody's term
+    #: a pre-vote (Ongaro's thesis, chapter 9) asks whether a real election would succeed, changing nobody's term
     pre_vote: bool
 
 

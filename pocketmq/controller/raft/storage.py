@@ -13,7 +13,7 @@ after each batch; a conflicting suffix is cut with ``ftruncate`` and fsync'd. Wh
 it covers are dropped by writing the rest to a new log that replaces the old one (compaction stays bounded: the node
 snapshots every ``snapshot_every`` applied entries).
 
-Loading is plan-then-apply (STYLE habit 12): records are read until the first one that is torn or damaged, or not
+Loading is plan-then-apply: records are read until the first one that is torn or damaged, or not
 the next index; the file is cut there (a crash in the middle of an append), entries a snapshot already covers are
 skipped (a crash between the snapshot and the log's rewrite).
 """
