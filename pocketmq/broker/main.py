@@ -28,6 +28,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--broker-id", type=int, help="brokerId (0 = master)")
     p.add_argument("--store-dir", help="storePathRootDir")
     p.add_argument("--flush-disk-type", choices=[f.name for f in FlushDiskType], help="flushDiskType")
+    p.add_argument("--controller-addr", metavar="ADDR;ADDR", help="controllerAddr: the controllers (controller mode)")
     add_server_arguments(p)
     return p.parse_args(argv)
 
@@ -47,6 +48,7 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         store_path_root_dir=args.store_dir,
         flush_disk_type=FlushDiskType[args.flush_disk_type] if args.flush_disk_type else None,
         metrics_port=args.metrics_port,
+        controller_addr=args.controller_addr,
     )
 
 

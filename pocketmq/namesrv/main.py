@@ -27,6 +27,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--port", type=int, help="port to bind; 0 picks a free one (default 9876)")
     p.add_argument("-c", "--config", metavar="FILE", help="RocketMQ-style .properties file")
     p.add_argument("--kv-config-path", metavar="FILE", help="where KV config is persisted")
+    p.add_argument("--controller-peers", metavar="ID-HOST:PORT;...", help="controllerDLegerPeers (with "
+                   "enableControllerInNamesrv=true in the file)")
+    p.add_argument("--controller-self-id", metavar="ID", help="controllerDLegerSelfId")
+    p.add_argument("--controller-store-path", metavar="DIR", help="controllerStorePath")
     add_server_arguments(p)
     return p.parse_args(argv)
 
@@ -46,10 +50,14 @@ def build_config(args: argparse.Namespace) -> NamesrvStartup:
     )
     controller_props = {k: v for k, v in props.items() if k in keys}
     if not namesrv.enable_controller_in_namesrv:
-        if controller_props:
-            raise ConfigError(f"controller keys {sorted(controller_props)} need enableControllerInNamesrv=true")
+        flags = args.controller_peers or args.controller_self_id or args.controller_store_path
+        if controller_props or flags:
+            raise ConfigError(f"controller keys {sorted(controller_props) or '(--controller-*)'} need "
+                              "enableControllerInNamesrv=true")
         return NamesrvStartup(namesrv)
-    controller = load_config(ControllerConfig, controller_props)
+    controller = load_config(ControllerConfig, controller_props, controller_d_leger_peers=args.controller_peers,
+                             controller_d_leger_self_id=args.controller_self_id,
+                             controller_store_path=args.controller_store_path)
     return NamesrvStartup(namesrv, controller)
 
 

@@ -5,6 +5,7 @@ the killed controller comes back from its files."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,3 +96,26 @@ async def test_three_standalone_controllers_survive_their_leaders_kill(tmp_path:
         await client.close()
         for proc in procs.values():
             await asyncio.to_thread(proc.terminate)
+
+
+def test_cli_flags_configure_controller_mode(tmp_path: Path) -> None:
+    """What a container passes on the command line (docker compose): the name server's controller peers, id and
+    store, the broker's controllers; without enableControllerInNamesrv the controller flags are refused."""
+    conf = tmp_path / "ns.properties"
+    conf.write_text("enableControllerInNamesrv=true\ncontrollerDLegerGroup=g1\n")
+    peers = "n0-namesrv-0:9876;n1-namesrv-1:9877;n2-namesrv-2:9878"
+    out = subprocess.run([sys.executable, "-m", "pocketmq.namesrv.main", "-c", str(conf), "--controller-peers", peers,
+                          "--controller-self-id", "n1", "--controller-store-path", str(tmp_path / "ctl"),
+                          "--print-config"], capture_output=True, text=True, timeout=30, check=True)
+    assert f"controllerDLegerPeers={peers}" in out.stdout and "controllerDLegerSelfId=n1" in out.stdout
+    assert f"controllerStorePath={tmp_path / 'ctl'}" in out.stdout
+    conf.write_text("")
+    refused = subprocess.run([sys.executable, "-m", "pocketmq.namesrv.main", "-c", str(conf), "--controller-self-id",
+                              "n1", "--print-config"], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "enableControllerInNamesrv=true" in refused.stderr
+    broker = tmp_path / "b.properties"
+    broker.write_text("brokerName=broker-a\nbrokerId=1\nenableControllerMode=true\n")
+    out = subprocess.run([sys.executable, "-m", "pocketmq.broker.main", "-c", str(broker), "--controller-addr",
+                          "127.0.0.1:9876;127.0.0.1:9877", "--store-dir", str(tmp_path / "s"), "--print-config"],
+                         capture_output=True, text=True, timeout=30, check=True)
+    assert "controllerAddr=127.0.0.1:9876;127.0.0.1:9877" in out.stdout
