@@ -6,8 +6,9 @@ configuration field; ``--check`` only compares and exits 1 when the file is out 
 
 What is read, and from where:
 
-* the keys: ``NamesrvConfig`` and ``BrokerConfig`` fields (``pocketmq.common.config.config_key``: the camelCase
-  name, or ``metadata={"key": ...}``), and the store's and replication's ``PROPERTY_NAMES`` tables, which map
+* the keys: ``NamesrvConfig``, ``BrokerConfig`` and ``ControllerConfig`` fields
+  (``pocketmq.common.config.config_key``: the camelCase name, or ``metadata={"key": ...}``), and the store's and
+  replication's ``PROPERTY_NAMES`` tables, which map
   RocketMQ's property names to ``StoreConfig`` / ``HAConfig`` fields; the broker's ignored keys;
 * the description: the field's ``#:`` comment lines right above it, or the string right after it;
 * the default: the field's default, or ``metadata={"default": "..."}`` where the default is computed at run
@@ -40,6 +41,7 @@ if str(ROOT) not in sys.path:
 
 from pocketmq.broker.config import IGNORED_KEYS, BrokerConfig  # noqa: E402
 from pocketmq.common.config import config_key  # noqa: E402
+from pocketmq.controller.config import ControllerConfig  # noqa: E402
 from pocketmq.ha.config import PROPERTY_NAMES as HA_PROPERTY_NAMES  # noqa: E402
 from pocketmq.ha.config import HAConfig  # noqa: E402
 from pocketmq.namesrv.config import NamesrvConfig  # noqa: E402
@@ -202,6 +204,9 @@ def sections() -> tuple[Section, ...]:
                 keys_of(HAConfig, {k: (name, kind == "ms") for k, (name, kind) in HA_PROPERTY_NAMES.items()},
                         given=dataclasses.asdict(broker_ha))),
         Section("Name server", "`rmq-namesrv -c namesrv.properties`.", keys_of(NamesrvConfig, own_keys(NamesrvConfig))),
+        Section("Controller", "`rmq-controller -c controller.properties`, or in `namesrv.properties` with "
+                "`enableControllerInNamesrv=true` (RocketMQ 5's `ControllerConfig` keys; see "
+                "[the controller guide](controller.md)).", keys_of(ControllerConfig, own_keys(ControllerConfig))),
     )
 
 

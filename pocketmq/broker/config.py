@@ -111,19 +111,19 @@ class BrokerConfig:
     #: Every controller, ``host:port;host:port`` (the name servers' addresses when they carry it).
     controller_addr: str = ""
     #: How often a broker tells every controller it is alive (ms; RocketMQ's default is 1000).
-    broker_heartbeat_interval: int = 500
+    broker_heartbeat_interval: int = field(default=500, metadata={"unit": "ms"})
     #: A broker silent this long (ms) is dead for the controllers (RocketMQ's default is 10000).
     controller_heart_beat_timeout_mills: int = 3000
     #: How often a broker asks the controller for its group's state (ms; notifications come at once anyway).
-    sync_broker_metadata_period: int = 1000
+    sync_broker_metadata_period: int = field(default=1000, metadata={"unit": "ms"})
     #: How often a master checks whether its SyncStateSet must shrink or grow (ms; RocketMQ's default is 5000).
-    check_sync_state_set_period: int = 1000
+    check_sync_state_set_period: int = field(default=1000, metadata={"unit": "ms"})
     #: How often a broker asks any controller who leads them (ms).
-    sync_controller_metadata_period: int = 10_000
+    sync_controller_metadata_period: int = field(default=10_000, metadata={"unit": "ms"})
     #: Lower wins an election among equally up-to-date replicas.
-    broker_election_priority: int = 2**31 - 1
+    broker_election_priority: int = field(default=2**31 - 1, metadata={"unit": ""})
     #: How often a slave copies its master's metadata (topics, groups, offsets...; ms). PocketMQ's key.
-    slave_synchronize_interval: int = 10_000
+    slave_synchronize_interval: int = field(default=10_000, metadata={"unit": "ms"})
     # --- end controller mode ---
     #: After an abnormal start, a master's whole wait for the name servers and its slave to take back the
     #: commit-log tail it lost (``broker.tail_recovery``, ms; 0 turns it off).

@@ -12,7 +12,6 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from pocketmq.common.logs import get_logger
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -29,8 +28,6 @@ from pocketmq.remoting.errors import PocketMQError, RemotingError
 from pocketmq.remoting.route import BodyDecodeError, decode_body, encode_body
 
 __all__ = ["ControllerClient", "ControllerError", "GroupState"]
-
-log = get_logger("pocketmq.broker.controller_api")
 
 CALL_TIMEOUT = 3.0
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocketmq.common.config import config_key
@@ -21,24 +21,28 @@ __all__ = ["ControllerConfig", "controller_keys", "parse_peers"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerConfig:
+    #: The controllers' Raft group name (a directory under ``controllerStorePath``).
     controller_d_leger_group: str = "group1"
-    #: ``id-host:port;...``: every controller of the group, this one included
+    #: Every controller of the group, this one included: ``id-host:port;...``, each address the controller's
+    #: remoting address (the name server's own when it carries the controller).
     controller_d_leger_peers: str = "n0-127.0.0.1:9876"
+    #: This controller's id in ``controllerDLegerPeers``.
     controller_d_leger_self_id: str = "n0"
-    #: the Raft log, snapshot and vote (never delete it: it is the only copy of the group's epochs)
-    controller_store_path: str = str(Path.home() / "controller")
-    #: elect a master outside the SyncStateSet when none in it is alive (may lose acknowledged messages)
+    #: The Raft log, snapshot and vote, fsync'd (never delete it: it is the only copy of the groups' epochs).
+    controller_store_path: str = field(default=str(Path.home() / "controller"), metadata={"default": "~/controller"})
+    #: Elect a master outside the SyncStateSet when none in it is alive (may lose acknowledged messages).
     enable_elect_unclean_master: bool = False
-    #: tell the brokers of a group at once when its master changes (NOTIFY_BROKER_ROLE_CHANGED)
+    #: Tell the brokers of a group at once when its master changes (NOTIFY_BROKER_ROLE_CHANGED).
     notify_broker_role_changed: bool = True
-    #: how often the leader looks for groups whose master is no longer alive (ms)
-    scan_inactive_master_interval: int = 200
-    #: Raft: a follower that hears no leader for this long (ms, randomized up to twice that) starts an election
+    #: How often the leader looks for groups whose master is no longer alive (ms; also at once when a broker's
+    #: connection drops).
+    scan_inactive_master_interval: int = field(default=200, metadata={"unit": "ms"})
+    #: Raft: a follower that hears no leader for this long (ms, randomized up to twice that) starts an election.
     controller_raft_election_timeout_mills: int = 1000
-    #: Raft: the leader's heartbeat interval (ms)
+    #: Raft: the leader's heartbeat interval (ms).
     controller_raft_heartbeat_interval_mills: int = 150
-    #: Raft: a snapshot of the state is taken (and the log compacted) every this many applied entries
-    controller_raft_snapshot_every_entries: int = 1000
+    #: Raft: a snapshot of the state is taken (and the log compacted) every this many applied entries.
+    controller_raft_snapshot_every_entries: int = field(default=1000, metadata={"unit": "count"})
 
     def __post_init__(self) -> None:
         peers = parse_peers(self.controller_d_leger_peers)

@@ -59,9 +59,9 @@ class HAConfig:
     # --- controller mode (RocketMQ 5's keys) ---
     all_ack_in_sync_state_set: bool = False
     """A write is acknowledged once every SyncStateSet member holds it (then ``in_sync_replicas`` is not used)."""
-    in_sync_replicas: int = 1
+    in_sync_replicas: int = field(default=1, metadata={"unit": "count"})
     """Without ``all_ack_in_sync_state_set``: replicas (the master included) that must hold a write."""
-    min_in_sync_replicas: int = 1
+    min_in_sync_replicas: int = field(default=1, metadata={"unit": "count"})
     """A SyncStateSet smaller than this refuses writes (IN_SYNC_REPLICAS_NOT_ENOUGH, nothing stored)."""
     ha_max_time_slave_not_catchup: float = 15.0
     """A SyncStateSet member that has not caught up with the master for this long is removed from it."""
