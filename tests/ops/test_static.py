@@ -62,7 +62,7 @@ def test_compose_runs_two_namesrvs_and_the_2m_2s_sync_preset() -> None:
     checks and the advertised addresses (each broker its service name by default, ADVERTISED_HOST when set; the
     HA address always the service name, and the HA port not published)."""
     compose = _compose()
-    services = compose["services"]
+    services = {name: svc for name, svc in compose["services"].items() if "profiles" not in svc}
     assert set(services) == {"namesrv-0", "namesrv-1", *LAYOUTS["2m-2s-sync"]}
     namesrv_ports = []
     for name in ("namesrv-0", "namesrv-1"):
@@ -101,7 +101,52 @@ def test_compose_runs_two_namesrvs_and_the_2m_2s_sync_preset() -> None:
         assert volume.endswith(":/data")
         volumes.add(volume.split(":")[0])
     assert len(volumes) == 4
-    assert volumes | {"namesrv-0", "namesrv-1"} == set(compose["volumes"])
+    assert volumes | {"namesrv-0", "namesrv-1"} == {v for v in compose["volumes"] if not v.startswith("ctl-")}
+
+
+def test_compose_profile_controller_runs_the_2m_2s_controller_preset() -> None:
+    """The controller layout: three name servers carrying the controllers (their peers the service names), four
+    controller-mode replicas pointed at them, on ports of their own so both layouts run side by side."""
+    compose = _compose()
+    services = {name: svc for name, svc in compose["services"].items() if "profiles" in svc}
+    replicas = sorted(p.stem for p in (CONF / "2m-2s-controller").glob("broker-*.properties"))
+    assert set(services) == {"ctl-namesrv-0", "ctl-namesrv-1", "ctl-namesrv-2", *(f"ctl-{r}" for r in replicas)}
+    assert all(svc["profiles"] == ["controller"] for svc in services.values())
+    default_ports = {p for svc in compose["services"].values() if "profiles" not in svc for p in svc["ports"]}
+    peers, addrs = [], []
+    for i in range(3):
+        cmd = services[f"ctl-namesrv-{i}"]["command"]
+        port = int(cmd[cmd.index("--port") + 1])
+        peers.append(f"n{i}-ctl-namesrv-{i}:{port}")
+        addrs.append(f"ctl-namesrv-{i}:{port}")
+    used: set[str] = set()
+    for i in range(3):
+        svc = services[f"ctl-namesrv-{i}"]
+        cmd = svc["command"]
+        assert cmd[cmd.index("-c") + 1] == "/opt/pocketmq/conf/2m-2s-controller/namesrv.properties"
+        assert cmd[cmd.index("--controller-peers") + 1] == ";".join(peers)
+        assert cmd[cmd.index("--controller-self-id") + 1] == f"n{i}"
+        assert cmd[cmd.index("--controller-store-path") + 1].startswith("/data/")
+        used |= set(svc["ports"])
+    for replica in replicas:
+        svc = services[f"ctl-{replica}"]
+        cmd = svc["command"]
+        assert cmd[cmd.index("-c") + 1] == f"/opt/pocketmq/conf/2m-2s-controller/{replica}.properties"
+        config = load_broker_config(load_properties(CONF / "2m-2s-controller" / f"{replica}.properties"),
+                                    listen_port=int(cmd[cmd.index("--listen-port") + 1]),
+                                    controller_addr=cmd[cmd.index("--controller-addr") + 1])
+        assert config.enable_controller_mode and config.controller_addr == ";".join(addrs)
+        assert cmd[cmd.index("-n") + 1] == ";".join(addrs)
+        assert cmd[cmd.index("--broker-ip") + 1] == f"${{ADVERTISED_HOST:-ctl-{replica}}}"
+        assert cmd[cmd.index("--broker-ip2") + 1] == f"ctl-{replica}"
+        assert svc["ports"] == [f"{config.listen_port}:{config.listen_port}"]
+        assert set(svc["depends_on"]) == {"ctl-namesrv-0", "ctl-namesrv-1", "ctl-namesrv-2"}
+        assert svc["healthcheck"]["test"][-1] == f"127.0.0.1:{config.listen_port}"
+        assert svc["volumes"] == [f"ctl-{replica}:/data"]
+        used |= set(svc["ports"])
+    assert len(used) == 7 and not used & default_ports
+    assert {f"ctl-{r}" for r in replicas} | {f"ctl-namesrv-{i}" for i in range(3)} == {
+        v for v in compose["volumes"] if v.startswith("ctl-")}
 
 
 def test_a_brokers_default_advertised_name_is_what_its_service_resolves_to() -> None:
