@@ -2,7 +2,8 @@
 by the controller (brokerId=-1), one master elected, writes acknowledged by the in-sync slave, a topic created on the
 master present on the slave when the creation answers, the epoch file served over GET_BROKER_EPOCH_CACHE, the
 configuration rules of controller mode, and the rmq-admin controller commands: a planned switchover after which a
-delayed message and a prepared transaction of the old master are delivered and committed on the new one."""
+delayed message and a prepared transaction of the old master are delivered and committed on the new one; the
+controller's and the brokers' metrics (epoch, SyncStateSet size, switchovers) follow it."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.headers import CreateTopicRequestHeader, EndTransactionRequestHeader
+from pocketmq.remoting.metrics import Metrics
 from tests.cluster import broker_config_kwargs
 from tests.controller.cluster_support import raw_send, stored_ids
 from tests.controller.controller_support import free_ports
@@ -38,6 +40,17 @@ LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
 PROPS = {"enableControllerMode": "true", "brokerId": "-1", "allAckInSyncStateSet": "true",
          "haMaxTimeSlaveNotCatchup": "3000", "haSendHeartbeatInterval": "1000", "brokerHeartbeatInterval": "200",
          "checkSyncStateSetPeriod": "300", "syncBrokerMetadataPeriod": "500", "slaveSynchronizeInterval": "500"}
+
+
+def metric(metrics: Metrics | None, name: str, labels: str = "") -> float:
+    """One sample of a process's Prometheus text, ``name{labels}``; KeyError when it has none."""
+    assert metrics is not None
+    wanted = f"{name}{{{labels}}}" if labels else name
+    for line in metrics.render().decode().splitlines():
+        key, _, value = line.rpartition(" ")
+        if key == wanted:
+            return float(value)
+    raise KeyError(wanted)
 
 
 def rmq(capsys: pytest.CaptureFixture[str], namesrv: str, *argv: str) -> Any:
@@ -53,8 +66,8 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytes
     port = free_ports(1)[0]
     controller = ControllerConfig(controller_d_leger_peers=f"n0-127.0.0.1:{port}", controller_d_leger_self_id="n0",
                                   controller_store_path=str(tmp_path / "ctl"))
-    ns = NamesrvController(NamesrvConfig(listen_host="127.0.0.1", kv_config_path=str(tmp_path / "kv.json")),
-                           controller=controller)
+    ns = NamesrvController(NamesrvConfig(listen_host="127.0.0.1", kv_config_path=str(tmp_path / "kv.json"),
+                                         metrics_port=0), controller=controller)
     await ns.start()
     brokers: list[BrokerController] = []
     client = RemotingClient()
@@ -62,6 +75,7 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytes
         for index in range(2):
             kwargs = broker_config_kwargs(tmp_path, "broker-x", ns.addr, broker_id=-1)
             kwargs["store_path_root_dir"] = str(tmp_path / f"x{index}")
+            kwargs["metrics_port"] = 0
             config = load_broker_config({**PROPS, "controllerAddr": ns.addr}, **kwargs)
             broker = BrokerController(config)
             await broker.start()
@@ -126,6 +140,20 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytes
             return (await raw_send(slave.addr, "CtlTopic", b"after the switchover")).code == ResponseCode.SUCCESS
         await eventually(new_master_takes_writes, timeout=20, interval=0.2, message="the designated replica took over")
         await eventually(lambda: not master.is_controller_master, timeout=10, message="the old master follows")
+        assert metric(ns.metrics, "pocketmq_controller_is_leader") == 1
+        assert metric(ns.metrics, "pocketmq_controller_master_epoch", 'group="broker-x"') == 2
+        assert metric(ns.metrics, "pocketmq_controller_elections", 'kind="planned"') == 1
+        assert metric(ns.metrics, "pocketmq_controller_elections", 'kind="any"') == 2
+        assert metric(master.metrics, "pocketmq_broker_master_epoch") == 2
+        assert metric(master.metrics, "pocketmq_broker_role_changes") == 2  # became master, stepped down
+        assert metric(slave.metrics, "pocketmq_broker_role_changes") == 1
+        with pytest.raises(KeyError):  # a slave has no SyncStateSet of its own
+            metric(master.metrics, "pocketmq_broker_sync_state_set_size")
+
+        def set_size(expected: int) -> bool:
+            return metric(ns.metrics, "pocketmq_controller_sync_state_set_size", 'group="broker-x"') == expected and \
+                metric(slave.metrics, "pocketmq_broker_sync_state_set_size") == expected
+        await eventually(lambda: set_size(2), timeout=20, message="the old master back in the SyncStateSet")
 
         # the transaction and the delayed message moved with the master: committed there, delivered there
         end = EndTransactionRequestHeader("raw-pg", int(half_fields["queueOffset"]),
