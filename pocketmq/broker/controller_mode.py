@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable
 
 from pocketmq.broker.config import BrokerConfig, BrokerRole
@@ -51,6 +52,7 @@ from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.errors import PocketMQError
 from pocketmq.remoting.metrics import Metrics
 from pocketmq.store.message_store import MessageStore
+from pocketmq.store.reader import NO_FENCE
 
 __all__ = ["ControllerModeBroker", "MasterServiceFactory"]
 
@@ -63,6 +65,9 @@ FINAL_SYNC_TIMEOUT = 1.5
 """How long a new master tries to copy the previous master's metadata one last time (it answers only when alive)."""
 METADATA_PUSH_TIMEOUT = 3.0
 """How long a master waits for an in-sync slave to copy a metadata change."""
+REHANDSHAKE_INTERVAL = 2.0
+"""A slave whose last epoch handshake is older than the epoch it follows reconnects at most this often (its reads
+stay fenced until a handshake with the master of that epoch)."""
 
 
 class ControllerModeBroker:
@@ -90,6 +95,7 @@ class ControllerModeBroker:
     _master_services: Service | None
     _master_factories: list[MasterServiceFactory]
     _role_lock: asyncio.Lock
+    _rehandshake_at: float = 0.0
 
     controllers: ControllerClient | None
     topics: TopicConfigManager
@@ -140,6 +146,10 @@ class ControllerModeBroker:
         """Controller mode: the HA server already listens; the client (and the metadata copy) wait for a master."""
         assert self.replicas is not None and self.epochs is not None
         self.replicas.slave_epochs = SlaveEpochs(self.replicas.broker_id, self.epochs)
+        self.replicas.slave_epochs.on_adopted = self._log_agrees_with_master
+        # Nothing is read before the first epoch handshake: a log that outlived its epoch may end in records of a
+        # master whose tail did not survive (cut at the handshake).
+        store.set_read_fence(0)
         self.ha_client = HAClient(store, self.config.ha, epochs=self.replicas.slave_epochs)
         self.ha_client.start()
         self.slave_sync = SlaveSynchronize(
@@ -236,12 +246,23 @@ class ControllerModeBroker:
             store.set_replica_waiter(None)
             ha_service.on_confirmed = None
             ha_service.step_down()
-            store.set_read_fence(None)  # a slave serves what it holds
+            # A former master's log may end in writes the new master never had, and a slave's in its old master's:
+            # no reads until the handshake with the new master has cut them (see _log_agrees_with_master).
+            store.set_read_fence(0)
             await self._stop_master_services()
             self._set_processor_roles(master=False)
             self.follow(state)
             log.warning("following_master", epoch=state.master_epoch, master=state.master_address)
         await self.register_all()
+
+    def _log_agrees_with_master(self, master_epoch: int) -> None:
+        """The epoch handshake with a master of ``master_epoch`` is done, anything it lacks cut: a slave following
+        that master serves what it holds (a slave's reads are not fenced further, as in RocketMQ)."""
+        if self.store is None or self.replicas is None or self.replicas.role != "SLAVE" or \
+                master_epoch < self.replicas.master_epoch:
+            return
+        self.store.set_read_fence(None)
+        self.hold.notify_confirmed(NO_FENCE)
 
     def _confirmed(self, offset: int) -> None:
         """The master's confirm offset moved: consumers may read up to it now (see :mod:`pocketmq.store.reader`)."""
@@ -259,6 +280,13 @@ class ControllerModeBroker:
         self.master_ha_addr = ha
         if self.ha_client is not None:
             self.ha_client.update_master_address(ha)
+            epochs = self.replicas.slave_epochs if self.replicas is not None else None
+            now = time.monotonic()
+            if not changed and ha and epochs is not None and epochs.master_epoch < state.master_epoch and \
+                    now - self._rehandshake_at >= REHANDSHAKE_INTERVAL:
+                # the same master under a newer epoch (or its handshake not seen yet): handshake again
+                self._rehandshake_at = now
+                self.ha_client.reconnect()
         if changed and self.slave_sync is not None and state.master_address:
             self.slave_sync.trigger()
 

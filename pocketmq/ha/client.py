@@ -424,6 +424,11 @@ class HAClient(Service):
             self._link.close()
         self._changed.set()
 
+    def reconnect(self) -> None:
+        """Close the connection to the master (the loop opens a new one: controller mode's handshake runs again)."""
+        if self._link is not None:
+            self._link.close()
+
     def pause(self) -> None:
         """Stop reading from the master (its sender then stalls once the socket buffers fill). Offset
         reports continue, so the master keeps the connection. For maintenance and fault tests."""

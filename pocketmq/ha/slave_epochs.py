@@ -17,6 +17,7 @@ wiped, as in RocketMQ.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from pocketmq.ha.epoch_file import Epoch, EpochFileCache, find_consistent_point
 from pocketmq.ha.wire import HandshakeError, encode_slave_handshake
@@ -34,6 +35,8 @@ class SlaveEpochs:
         self.pending: list[Epoch] = []
         #: the master's epoch as its handshake said (0 before one)
         self.master_epoch = 0
+        #: told the master's epoch once the log agrees with that master's (after any cut)
+        self.on_adopted: Callable[[int], None] | None = None
 
     def hello(self) -> bytes:
         return encode_slave_handshake(self.broker_id)
@@ -65,6 +68,8 @@ class SlaveEpochs:
         if kept != self.epochs.entries:
             await asyncio.to_thread(self.epochs.replace_all, kept)
         await self.record(log_max)
+        if self.on_adopted is not None:
+            self.on_adopted(master_epoch)
 
     def due(self, max_offset: int) -> bool:
         """True when the copied data went past the start of a pending entry."""

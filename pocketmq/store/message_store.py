@@ -297,6 +297,12 @@ class MessageStore:
         """Controller mode's confirm offset: pulls return no record ending past it (None: no fence)."""
         self._reader.read_fence = NO_FENCE if offset is None else offset
 
+    @property
+    def read_fence(self) -> int | None:
+        """What :meth:`set_read_fence` set (None: no fence)."""
+        fence = self._reader.read_fence
+        return None if fence == NO_FENCE else fence
+
     def set_fenced(self, reason: str | None) -> None:
         """Controller mode: refuse puts (SERVICE_NOT_AVAILABLE with ``reason``) while a reason is set."""
         self._fenced = reason

@@ -140,6 +140,9 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytes
             return (await raw_send(slave.addr, "CtlTopic", b"after the switchover")).code == ResponseCode.SUCCESS
         await eventually(new_master_takes_writes, timeout=20, interval=0.2, message="the designated replica took over")
         await eventually(lambda: not master.is_controller_master, timeout=10, message="the old master follows")
+        # the former master reads nothing past its confirm offset until the handshake with the new master is done
+        await eventually(lambda: master.store is not None and master.store.read_fence is None, timeout=10,
+                         message="the former master's reads unfenced after its epoch handshake")
         assert metric(ns.metrics, "pocketmq_controller_is_leader") == 1
         assert metric(ns.metrics, "pocketmq_controller_master_epoch", 'group="broker-x"') == 2
         assert metric(ns.metrics, "pocketmq_controller_elections", 'kind="planned"') == 1

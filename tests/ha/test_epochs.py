@@ -107,7 +107,8 @@ async def become_master(store: MessageStore, repl: ControllerReplication, epoch:
 
 async def test_a_diverged_replica_is_cut_to_the_last_common_epoch_boundary(tmp_path: Path) -> None:
     """A is master at epoch 1 and B copies from it; B stops copying, A writes more that only A has; B becomes master
-    at epoch 2 and writes; A follows B: its epoch-1 tail is cut at B's epoch-2 start, then it copies B."""
+    at epoch 2 and writes; A follows B: its epoch-1 tail is cut at B's epoch-2 start (and the broker told, so that it
+may serve reads again), then it copies B."""
     cluster = Cluster(tmp_path)
     try:
         a = await cluster.start_store("a", broker_role=BrokerRole.SLAVE)
@@ -134,11 +135,14 @@ async def test_a_diverged_replica_is_cut_to_the_last_common_epoch_boundary(tmp_p
         await become_master(b, repl_b, 2, {2})
         assert repl_b.epochs.entries == [Epoch(1, 0), Epoch(2, shared)]
         append_messages(b, 10, seed=3)
-        a_follows_b = HAClient(a, ha_config(), master_address=f"127.0.0.1:{service_b.port}",
-                               epochs=SlaveEpochs(1, repl_a.epochs))
+        a_epochs = SlaveEpochs(1, repl_a.epochs)
+        adopted: list[tuple[int, int]] = []  # (master epoch, a's log end) when a's log first agrees with b's
+        a_epochs.on_adopted = lambda epoch: adopted.append((epoch, a.max_phy_offset))
+        a_follows_b = HAClient(a, ha_config(), master_address=f"127.0.0.1:{service_b.port}", epochs=a_epochs)
         a_follows_b.start()
         cluster.clients.append(a_follows_b)
         await eventually(lambda: a.max_phy_offset == b.max_phy_offset, message="a follows b")
+        assert adopted[0] == (2, shared)  # told after the cut, before anything of b's was copied
         await assert_commit_logs_identical(b, a)
         await eventually(lambda: repl_a.epochs.entries == [Epoch(1, 0), Epoch(2, shared)], message="a's epochs")
     finally:
