@@ -57,6 +57,7 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
 from pocketmq.broker.stats import BrokerStats
 from pocketmq.broker.tail_recovery import TailRecovery, TailResult
+from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.check import TransactionalMessageCheckService
 from pocketmq.broker.transaction.end import EndTransactionProcessor
@@ -119,6 +120,8 @@ class BrokerController:
                                               max_per_queue=config.pop_polling_size)
         #: RocketMQ 5's POP consumption (masters only; None on a slave)
         self.pop: PopService | None = None
+        #: timer messages (masters only)
+        self.timer: TimerMessageService | None = None
         # --- end POP ---
         self.acl: PlainAclService | None = None
         self.schedule: ScheduleMessageService | None = None
@@ -196,6 +199,7 @@ class BrokerController:
         await self._start_ha(self.store)
         await self._load_transactions(self.store)
         await self._start_pop(self.store)
+        await self._start_timer(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
         if self.metrics is not None:
@@ -296,6 +300,8 @@ class BrokerController:
         await self.server.stop(grace=grace)
         if self.pop is not None:
             await self.pop.write_snapshot(force=True)
+        if self.timer is not None:
+            await self.timer.write_checkpoint()
         if self.ha_service is not None:
             await self.ha_service.stop()
         if self.ha_client is not None:
@@ -424,6 +430,16 @@ class BrokerController:
         self._services.add_child(PopReviveService(self.pop, c.revive_interval))
         self._services.add_child(periodic("pop-snapshot", c.pop_state_snapshot_interval / 1000,
                                           self.pop.write_snapshot))
+
+    async def _start_timer(self, store: MessageStore) -> None:
+        """Masters: take back the pending timer messages, then deliver them when due (slaves replicate the timer
+        queue and its checkpoints and deliver nothing)."""
+        if not self.config.is_master:
+            return
+        self.timer = TimerMessageService(store, self.topics, self.addr)
+        await self.timer.recover()
+        store.add_arrival_listener(self.timer.on_arrival)
+        self._services.add_child(self.timer)
 
     def _rewind_guard(self, store: MessageStore) -> RewindGuard | None:
         """After an abnormal start of a master: each queue's end as recovery left it (pocketmq.broker.rewind_guard)."""

@@ -148,11 +148,12 @@ async def pop(client: RawClient, group: str, topic: str, timeout: float = 10.0, 
     return await client.request(POP_MESSAGE, pop_fields(group, topic, **kw), timeout=timeout)  # type: ignore[arg-type]
 
 
-async def send(client: RawClient, topic: str, body: bytes, *, queue_id: int = 0, **props: str) -> Frame:
-    """SEND_MESSAGE_V2 as a Java producer sends it."""
-    properties = "\x02".join(f"{k}\x01{v}" for k, v in props.items())
+async def send(client: RawClient, topic: str, body: bytes, *, queue_id: int = 0,
+               properties: dict[str, str] | None = None, **props: str) -> Frame:
+    """SEND_MESSAGE_V2 as a Java producer sends it (``properties`` and ``props`` together)."""
+    text = "\x02".join(f"{k}\x01{v}" for k, v in {**(properties or {}), **props}.items())
     return await client.request(310, {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-                                      "g": str(now_ms()), "h": "0", "i": properties, "j": "0", "k": "false",
+                                      "g": str(now_ms()), "h": "0", "i": text, "j": "0", "k": "false",
                                       "m": "false", "n": "broker-a"}, body)
 
 

@@ -52,10 +52,11 @@ async def test_slave_holds_the_pop_state(tmp_path: Path) -> None:
         await eventually(lambda: slave.store is not None and master.store is not None
                          and slave.store.max_phy_offset == master.store.max_phy_offset, message="caught up")
         assert commit_log_bytes(slave) == commit_log_bytes(master)
-        rt = revive_topic("DefaultCluster")
-        assert queue_ends(slave, rt, 8) == queue_ends(master, rt, 8) and sum(queue_ends(master, rt, 8)) >= 7
-        assert queue_ends(slave, "rmq_sys_POP_STATE_DefaultCluster") == \
-            queue_ends(master, "rmq_sys_POP_STATE_DefaultCluster") != [0]
+        rt, st = revive_topic("DefaultCluster"), "rmq_sys_POP_STATE_DefaultCluster"
+        await eventually(lambda: slave.store is not None and slave.store.dispatch_behind_bytes == 0
+                         and queue_ends(slave, rt, 8) == queue_ends(master, rt, 8)
+                         and queue_ends(slave, st) == queue_ends(master, st), message="the slave's queues dispatched")
+        assert sum(queue_ends(master, rt, 8)) >= 7 and queue_ends(master, st) != [0]
 
         slave_dir = Path(slave.store.config.store_path_root_dir)
         await slave.stop()

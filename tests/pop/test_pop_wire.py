@@ -52,7 +52,8 @@ async def client(broker: BrokerController) -> AsyncIterator[RawClient]:
 async def fill(client: RawClient, topic: str, n: int, queues: int = 2, **props: str) -> None:
     await create_topic(client, topic, queues)
     for i in range(n):
-        frame = await send(client, topic, f"m{i}".encode(), queue_id=i % queues, UNIQ_KEY=f"k{i}", **props)
+        frame = await send(client, topic, f"m{i}".encode(), queue_id=i % queues,
+                           properties={"UNIQ_KEY": f"k{i}", **props})
         assert frame.code == 0, frame.remark
 
 

@@ -14,7 +14,6 @@ from pocketmq.common.errors import RecordFormatError
 from pocketmq.common.message import MessageConst, get_property
 from pocketmq.common.pop import CK_TAG
 from pocketmq.common.record import MessageRecord, decode_record, parse_host_port
-from pocketmq.store.consume_queue import BLANK_UNIT_SIZE
 from pocketmq.store.message import MessageExtBrokerInner
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import GetMessageStatus, PutMessageResult
@@ -59,13 +58,7 @@ class ReviveLog:
 
     def record_at(self, topic: str, queue_id: int, offset: int) -> MessageRecord | None:
         """The stored message at a queue offset; None when it is gone (or never was)."""
-        cq = self.store.find_consume_queue(topic, queue_id)
-        if cq is None or not cq.min_offset <= offset < cq.max_offset:
-            return None
-        unit = cq.get_unit(offset)
-        if unit is None or unit[1] == BLANK_UNIT_SIZE:
-            return None
-        return self.store.look_message_by_offset(unit[0], unit[1])
+        return self.store.look_message_at(topic, queue_id, offset)
 
     def revive_end(self, queue_id: int) -> int:
         return self.store.get_max_offset_in_queue(self.revive_topic, queue_id)
