@@ -297,3 +297,13 @@ class TimerMessageService(PeriodicService):
             return float(ordered[min(len(ordered) - 1, int(quantile * len(ordered)))])
 
         return {"p50": pick(0.5), "p99": pick(0.99), "max": float(ordered[-1])}
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO keys: pending timers, how far the oldest one is overdue, fires since start, and
+        the recent lateness percentiles (ms)."""
+        due = self.wheel.min_due()
+        info = {"timerPending": str(self.wheel.pending + len(self._retry)), "timerFired": str(self.fired),
+                "timerOverdueMs": str(max(0, now_ms() - due) if due is not None else 0)}
+        info.update({f"timerLateness{name.title()}Ms": f"{value:.0f}"
+                     for name, value in self.lateness_percentiles().items()})
+        return info
