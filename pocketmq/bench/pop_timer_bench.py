@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pocketmq.admin.api import AdminClient, split_namesrv
-from pocketmq.bench.common import Child, create_topic, percentiles, quiet_logs, run_bench, wait_for_route, wait_idle
+from pocketmq.bench.common import Child, create_topic, percentiles, run_bench, wait_for_route, wait_idle
+from pocketmq.bench.compare.pocketmq import quiet_logs
 from pocketmq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, SimpleConsumer
 from pocketmq.client.consumer.pull import PullConsumer
 from pocketmq.client.consumer.pull_result import PullStatus

@@ -1,11 +1,15 @@
 """Producers and consumers known to the broker, from their heartbeats (HEART_BEAT 34).
 
-Heartbeat bodies come in several dialects (reference §12): enum names (``"CLUSTERING"``) from Java and
+Heartbeat bodies come in several dialects: enum names (``"CLUSTERING"``) from Java and
 JavaScript clients, ordinals (``messageModel:1``) and string ``subVersion`` from the C++ client, empty
 sets omitted, and msgpack from our own SDK. :func:`parse_heartbeat` turns all of them into one typed shape
 (subscriptions are the model's :class:`~pocketmq.common.subscription.SubscriptionData`).
 A client is forgotten when its connection closes or it unregisters; silent connections are closed by the
 remoting server's idle scan (120 s).
+
+:meth:`ClientManager.find_channel` finds a client's live connection by its client id (RocketMQ's
+``ProducerManager.findChannel``): the broker pushes a request's reply to it (PUSH_REPLY_MESSAGE_TO_CLIENT).
+Every heartbeat indexes its client, producer or consumer, so a client that only consumes is found too.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ _E = TypeVar("_E", bound=WireEnum)
 #: Bounds on what one heartbeat may register: a heartbeat is untrusted input.
 MAX_GROUPS_PER_HEARTBEAT = 1024
 MAX_SUBSCRIPTIONS_PER_GROUP = 1024
+#: Client ids indexed for :meth:`ClientManager.find_channel` at most (connections are capped lower than this).
+MAX_INDEXED_CLIENTS = 65_536
 
 
 def _lenient(value: object, default: _E) -> _E:
@@ -128,10 +134,13 @@ class ClientManager:
     def __init__(self) -> None:
         self.producers: dict[str, dict[str, ClientChannel]] = {}
         self.consumers: dict[str, ConsumerGroupInfo] = {}
+        #: client id → the channel of its latest heartbeat (see :meth:`find_channel`).
+        self._by_client: dict[str, ClientChannel] = {}
 
     def heartbeat(self, data: HeartbeatData, conn: Connection, language: str = "JAVA", version: int = 0) -> list[str]:
         """Record a heartbeat; returns the consumer groups whose membership changed."""
         now = time.monotonic()
+        self._index(ClientChannel(data.client_id, conn, now, language, version))
         for group in data.producer_groups:
             self.producers.setdefault(group, {})[data.client_id] = ClientChannel(data.client_id, conn, now,
                                                                                  language, version)
@@ -159,6 +168,8 @@ class ClientManager:
             info = self.consumers.get(consumer_group)
             if info is not None and info.channels.pop(client_id, None) is not None:
                 changed.append(consumer_group)
+        if not self._registered(client_id):
+            self._by_client.pop(client_id, None)
         return changed
 
     def connection_closed(self, conn: Connection) -> list[str]:
@@ -166,6 +177,8 @@ class ClientManager:
         for group in self.producers.values():
             for cid in [cid for cid, ch in group.items() if ch.connection is conn]:
                 del group[cid]
+        for cid in [cid for cid, ch in self._by_client.items() if ch.connection is conn]:
+            del self._by_client[cid]
         changed = []
         for name, info in self.consumers.items():
             gone = [cid for cid, ch in info.channels.items() if ch.connection is conn]
@@ -174,6 +187,25 @@ class ClientManager:
             if gone:
                 changed.append(name)
         return changed
+
+    def find_channel(self, client_id: str) -> ClientChannel | None:
+        """The live channel of the client ``client_id`` (any group), None when it is not connected."""
+        channel = self._by_client.get(client_id)
+        return channel if channel is not None and not channel.connection.is_closed else None
+
+    def _index(self, channel: ClientChannel) -> None:
+        by_client = self._by_client
+        if channel.client_id not in by_client and len(by_client) >= MAX_INDEXED_CLIENTS:
+            for cid in [cid for cid, ch in by_client.items() if ch.connection.is_closed]:
+                del by_client[cid]
+            if len(by_client) >= MAX_INDEXED_CLIENTS:
+                return  # a connection that heartbeats for thousands of made-up ids gets no more of them indexed
+        by_client[channel.client_id] = channel
+
+    def _registered(self, client_id: str) -> bool:
+        """Whether ``client_id`` still has a producer or consumer group here."""
+        return (any(client_id in group for group in self.producers.values())
+                or any(client_id in info.channels for info in self.consumers.values()))
 
     def producer_count(self) -> int:
         return sum(len(g) for g in self.producers.values())

@@ -3,7 +3,7 @@
 Start-up order matters and is spelled out in :meth:`BrokerController.start`: bind the port first (port 0
 picks one, and the store writes the broker's address into every record), open and recover the store,
 register processors, start serving, register with every name server, then start the background services.
-Stop is the reverse, as the issue asks: stop the background services (one call: they are children of one
+Stop is the reverse: stop the background services (one call: they are children of one
 :class:`~pocketmq.common.service.Service`), stop accepting, let in-flight sends finish, flush and close the store,
 unregister.
 """
@@ -17,9 +17,11 @@ import shutil
 import struct
 import time
 
+from pocketmq.broker import disk_status
 from pocketmq.broker.acl import PlainAclService
+from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
-from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
 from pocketmq.broker.exporter_metrics import ExporterMetrics
 from pocketmq.broker.filter import ConsumerFilterManager
 from pocketmq.broker.long_polling import PullRequestHoldService
@@ -45,6 +47,7 @@ from pocketmq.broker.processors.commit_log_tail import CommitLogTailProcessor
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.query import QueryMessageProcessor
+from pocketmq.broker.processors.reply import ReplyMessageProcessor
 from pocketmq.broker.processors.send import SendMessageProcessor
 from pocketmq.broker.registration import (
     REJOIN_CHECK_INTERVAL,
@@ -58,7 +61,7 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
 from pocketmq.broker.stats import BrokerStats
 from pocketmq.broker.tail_recovery import TailRecovery, TailResult
-from pocketmq.broker.timer import TimerMessageService
+from pocketmq.broker.timer import TimerMessageService, TimerMetricsProcessor
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.check import TransactionalMessageCheckService
 from pocketmq.broker.transaction.end import EndTransactionProcessor
@@ -128,6 +131,7 @@ class BrokerController:
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
+        self.replies: ReplyMessageProcessor | None = None
         self.store: MessageStore | None = None
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
@@ -180,7 +184,7 @@ class BrokerController:
 
     def identity(self) -> BrokerIdentity:
         return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, self.config.broker_id,
-                              self.addr, f"{self.config.broker_ip1}:{self.ha_port}")
+                              self.addr, f"{ha_address_host(self.config)}:{self.ha_port}")
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -190,6 +194,7 @@ class BrokerController:
         store_config = dataclasses.replace(self.config.store, store_host=self.addr)
         self.store = MessageStore(store_config)
         await self.store.start()
+        disk_status.feed_offsets(self.store, self.offsets, self.delay_offsets)  # what the disk report reads
         await asyncio.to_thread(self._load_metadata)
         if self.config.trace_topic_enable:  # RocketMQ: one queue, read and write
             self.topics.create_system_topic(self.config.msg_trace_topic_name, 1,
@@ -203,6 +208,7 @@ class BrokerController:
         await self._start_timer(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
+        await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
@@ -276,8 +282,12 @@ class BrokerController:
             enable_property_filter=lambda: self.config.enable_property_filter,
             min_invisible_time=self.config.min_invisible_time_mills_for_recv,
             max_invisible_time=self.config.max_invisible_time_mills)
+        self.replies = ReplyMessageProcessor(
+            send=send, clients=self.clients, broker_addr=lambda: self.addr, region_id=self.config.region_id,
+            store_reply=lambda: self.config.store_reply_message_enable, trace_on=self.config.trace_on)
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
-                          tail, pop, *admin_more):
+                          tail, pop, self.replies, TimerMetricsProcessor(lambda: self.timer, self.config.broker_name),
+                          *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
@@ -299,9 +309,9 @@ class BrokerController:
         self._running = False
         await self._services.stop()
         await self.server.stop(grace=grace)
-        if self.pop is not None:
-            await self.pop.write_snapshot(force=True)
-        if self.timer is not None:
+        if self.pop is not None:  # what changed since the last snapshot / checkpoint (an idle broker writes nothing)
+            await self.pop.write_snapshot()
+        if self.timer is not None and self.timer.fired_since_checkpoint:
             await self.timer.write_checkpoint()
         if self.ha_service is not None:
             await self.ha_service.stop()
@@ -310,6 +320,7 @@ class BrokerController:
         await self._persist_topics()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
+            await asyncio.to_thread(remove_address, self.store.config.store_path_root_dir, self.addr)
             await self.store.shutdown()
         await self.outer_api.unregister_broker_all(self.identity())
         await self.client.close()
@@ -453,6 +464,8 @@ class BrokerController:
         """HA keys, the transaction keys, and ``compiledBuild``: ``cython``, ``pure`` or ``partial`` (see
         :mod:`pocketmq.common.compiled`)."""
         info = {**self._ha_runtime_info(), "compiledBuild": compiled.ACTIVE}
+        if self.replies is not None:
+            info.update(self.replies.runtime_info())
         if self.transactions is not None:
             info.update(self.transactions.runtime_info())
         if self.pop is not None:
@@ -527,6 +540,7 @@ class BrokerController:
                 lambda: [((str(s.address),), max(0, self.store.max_phy_offset - s.ack_offset))
                          for s in self.ha_service.attached_slaves] if self.ha_service and self.store else [])
         ExporterMetrics(self).register(m)  # rocketmq-exporter's names and labels
+        disk_status.register_metrics(m, lambda: self.store)
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
         m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "

@@ -4,7 +4,7 @@ Topics live in memory as the model's :class:`~pocketmq.common.topic_config.Topic
 name servers, and written to topics.json); every change bumps the :class:`~pocketmq.common.topic_config.DataVersion`
 and calls ``on_change``, which the controller
 wires to "persist topics.json in a thread and re-register with every name server". Auto-creation follows
-RocketMQ (reference §7): a send to an unknown topic names a default topic (``TBW102``) whose perm has the
+RocketMQ: a send to an unknown topic names a default topic (``TBW102``) whose perm has the
 INHERIT bit; the new topic gets ``min(client queue nums, default write queue nums)`` queues and the
 default's perm without INHERIT.
 """
@@ -21,6 +21,7 @@ from pocketmq.common.topic import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_SELF_TEST_TOPIC,
     is_retry_topic,
+    reply_topic,
 )
 from pocketmq.common.topic_config import DataVersion, PermName, TopicConfig
 from pocketmq.remoting.route import TopicConfigSerializeWrapper
@@ -60,6 +61,7 @@ class TopicConfigManager:
             TopicConfig(RMQ_SYS_SCHEDULE_TOPIC, schedule_nums, schedule_nums, rw),
             TopicConfig(cluster, 16, 16, rw | inherit),
             TopicConfig(broker, 1, 1, rw | inherit),
+            TopicConfig(reply_topic(cluster), 1, 1, rw),  # where replies are sent (request-reply)
         ]
         if self.auto_create_topic_enable:
             topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, default_nums, default_nums, rw | inherit))

@@ -239,7 +239,7 @@ class MessageStore:
 
     def _prepare_commit_log_file(self) -> None:
         """The file to write next, its first window reserved and warmed now, before any write (a cold page
-        costs ~25x a warm one); the next file requested. A full disk leaves the store not writable
+        costs far more than a warm one); the next file requested. A full disk leaves the store not writable
         (it still serves reads). Blocking."""
         queue = self.commit_log.queue
         self._guard.disk = disk_state(self.config.commit_log_dir)
@@ -351,13 +351,13 @@ class MessageStore:
     def append(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Append and index one message now, with no flush or replica wait (puts go through :meth:`put`;
         replication tests and tools use this to write without waiting). Call :meth:`prepare_queue` first for
-        a queue that is not :meth:`queue_ready`, or this creates its consume-queue file inline (~0.1 ms of
+        a queue that is not :meth:`queue_ready`, or this creates its consume-queue file inline (a short
         blocking I/O, once per file)."""
         return self._put.append(msg)
 
     def append_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         """Append and index a batch now, with no flush or replica wait (puts go through :meth:`put_batch`).
-        Delayed, retry-topic and transactional batches are MESSAGE_ILLEGAL (reference §4.6)."""
+        Delayed, retry-topic and transactional batches are MESSAGE_ILLEGAL."""
         return self._put.append_batch(batch)
 
     def wait_for_flush(self, end_offset: int) -> asyncio.Future[PutMessageStatus]:

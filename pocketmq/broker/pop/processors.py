@@ -17,6 +17,7 @@ A slave answers SERVICE_NOT_AVAILABLE: POP's state is written by the master.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.filter import ConsumerFilterManager, is_tag_type
@@ -48,6 +49,7 @@ from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
+from pocketmq.remoting.headers import GetConsumeStatsRequestHeader
 from pocketmq.remoting.pop_headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -92,6 +94,7 @@ class PopProcessor:
             RequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.change_invisible_time,
             RequestCode.NOTIFICATION: self.notification,
             RequestCode.POLLING_INFO: self.polling_info,
+            RequestCode.GET_POP_INFLIGHT_STATS: self.inflight_stats,
         }
 
     # -- checks -------------------------------------------------------------------------------------------
@@ -371,3 +374,20 @@ class PopProcessor:
             return checked
         num = self.hold.polling_num(h.topic, h.consumer_group, h.queue_id)
         return req.response(ResponseCode.SUCCESS, None, PollingInfoResponseHeader(num).to_fields())
+
+    # -- GET_POP_INFLIGHT_STATS (PocketMQ's, for the console) ---------------------------------------------
+
+    def inflight_stats(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The group's messages in flight per queue (of ``topic`` and its POP retry topic when one is named):
+        ``{"inflightTable": [{"topic", "queueId", "inflight"}], "total": n}``."""
+        h = GetConsumeStatsRequestHeader.from_command(req)
+        if self.pop is None:
+            return req.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                f"the broker[{self.broker_name}] is a slave: its master holds the POP state")
+        topics = {h.topic, pop_retry_topic(h.topic, h.consumer_group)} if h.topic else None
+        rows = [{"topic": topic, "queueId": queue_id, "inflight": len(state.owners)}
+                for (topic, group, queue_id), state in sorted(self.pop.state.queues.items())
+                if group == h.consumer_group and state.owners and (topics is None or topic in topics)]
+        body = json.dumps({"inflightTable": rows, "total": sum(r["inflight"] for r in rows)},
+                          separators=(",", ":")).encode()
+        return req.response(ResponseCode.SUCCESS, None, None, body)

@@ -1,10 +1,9 @@
 """The broker requests of a consumer (RocketMQ's ``MQClientAPIImpl`` consumer half and ``PullAPIWrapper``), and
-the JSON bodies of those that carry one (GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ,
-reference §2.4).
+the JSON bodies of those that carry one (GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
 
 :class:`ConsumerAPI` is shared by :class:`~pocketmq.client.consumer.pull.PullConsumer` and
 :class:`~pocketmq.client.consumer.push.PushConsumer`. It finds the broker address for each request in the client
-instance's broker tables (:class:`~pocketmq.client.core.route_table.RouteTable`, reference §5.4):
+instance's broker tables (:class:`~pocketmq.client.core.route_table.RouteTable`):
 
 * pulls go to the member the broker last suggested for that queue (``suggestWhichBrokerId``, remembered
   per queue), else that id + 1, else any member of the broker group; a member that refused the connection
@@ -28,7 +27,7 @@ from typing import Any
 
 from pocketmq.client.consumer.allocate import sort_queues
 from pocketmq.client.consumer.pull_result import PullResult, pull_result_from_response
-from pocketmq.client.core.errors import BrokerNotFoundError, MQClientError
+from pocketmq.client.core.errors import BrokerNotFoundError, MQClientError, NoRouteError
 from pocketmq.client.core.instance import MQClientInstance
 from pocketmq.client.core.message import MessageQueue
 from pocketmq.client.core.message_ext import MessageExt
@@ -149,6 +148,16 @@ class ConsumerAPI:
             await self.instance.refresher.refresh(topic, self.timeout, publish=False)
         except MQClientError as exc:
             log.debug("route_refresh_failed", topic=topic, error=str(exc))
+
+    async def fetch_subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``, asked of a name server now (raises :class:`NoRouteError` when it has
+        none)."""
+        await self.instance.refresher.refresh(topic, self.timeout, publish=False)
+        route = self.instance.routes.subscribe_route(topic)
+        queues = subscribe_queues(topic, route) if route is not None else []
+        if not queues:
+            raise NoRouteError(topic, "no readable queue")
+        return queues
 
     def suggested_broker_id(self, mq: MessageQueue) -> int:
         """The member the broker last suggested for ``mq`` (0, the master, until one did)."""
