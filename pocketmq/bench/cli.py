@@ -20,6 +20,8 @@ WORKLOADS = {
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
     "compare": ("pocketmq.bench.compare.cli",
                 "PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ; writes docs/perf/compare-results.md"),
+    "scale": ("pocketmq.bench.scale_bench",
+              "thousands of topics, groups, queues and clients: growth curves of latency, memory, files, CPU"),
 }
 
 

@@ -42,6 +42,8 @@ class BrokerConfig:
     broker_permission: int = 6
     register_name_server_period: int = 30_000
     register_broker_timeout_mills: int = 6000
+    #: A full registration of many topics goes in RocketMQ's compressed form (see pocketmq.broker.registration).
+    compressed_register: bool = True
     #: How often consumer offsets, subscription groups and delay offsets are written (ms).
     flush_consumer_offset_interval: int = 5000
     client_channel_max_idle_time_seconds: int = 120

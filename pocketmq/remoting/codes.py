@@ -160,6 +160,8 @@ class RequestCode(IntEnum):
     #: for the commit-log tail it lost (``broker.tail_recovery``); header ``offset``, ``maxBytes``; answer:
     #: the raw bytes from ``offset`` within one file, ext ``maxOffset`` and ``minOffset``. Only a slave serves it.
     GET_COMMIT_LOG_TAIL = 9001
+    #: RocketMQ 5's batch topic creation: empty header, body ``{"topicConfigList":[TopicConfig JSON, ...]}``.
+    UPDATE_AND_CREATE_TOPIC_LIST = 18
 
 
 #: The version number we put in headers: RocketMQ 4.9.4's ``MQVersion`` ordinal (V4_9_4).

@@ -71,6 +71,7 @@ __all__ = [
     "encode_cluster_info",
     "encode_register_body",
     "encode_route",
+    "peek_compressed_data_version",
 ]
 
 #: brokerId of a master; slaves have ids >= 1.
@@ -529,6 +530,30 @@ class _Reader:
         data = self.data[self.pos : self.pos + size]
         self.pos += size
         return data
+
+
+#: Longest DataVersion JSON a compressed register body may start with (it is ~40 bytes).
+_MAX_PEEKED_VERSION = 4096
+
+
+@_decoding
+def peek_compressed_data_version(body: bytes | bytearray | memoryview) -> DataVersion:
+    """The DataVersion at the head of a compressed REGISTER_BROKER body, inflating only that much: a name
+    server that already holds this version from the broker need not inflate and parse 10,000 topics again."""
+    inflater = zlib.decompressobj()
+    try:
+        head = inflater.decompress(bytes(body), 4)
+        if len(head) < 4:
+            raise BodyDecodeError("compressed register body: truncated length")
+        (size,) = _INT32.unpack_from(head, 0)
+        if not 0 <= size <= _MAX_PEEKED_VERSION:
+            raise BodyDecodeError(f"compressed register body: DataVersion of {size} bytes")
+        text = inflater.decompress(inflater.unconsumed_tail, size)
+    except zlib.error as exc:
+        raise BodyDecodeError(f"compressed register body: corrupt: {exc}") from None
+    if len(text) < size:
+        raise BodyDecodeError("compressed register body: truncated DataVersion")
+    return DataVersion.from_json_dict(_root(decode_body(text), "dataVersion"))
 
 
 def _decode_compressed(data: bytes) -> RegisterBrokerBody:

@@ -102,6 +102,9 @@ class StoreConfig:
     """Most records one query by key answers."""
     default_query_max_num: int = 32
     """``maxNum`` of a query by unique key (the client's own is ignored, as in RocketMQ)."""
+    max_open_consume_queue_files: int = 0
+    """Consume-queue files mapped at once (each a map and two descriptors); idle queues are released and
+    mapped again when used. 0: derived from ``ulimit -n`` and ``vm.max_map_count`` (``store.queue_table``)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.store_path_root_dir), "store_path_root_dir must be set")
@@ -125,6 +128,7 @@ class StoreConfig:
         for name in ("max_hash_slot_num", "max_msgs_num_batch", "default_query_max_num"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.max_index_num >= 2, "max_index_num must be at least 2")
+        _check(self.max_open_consume_queue_files >= 0, "max_open_consume_queue_files must not be negative")
         parse_delete_when(self.delete_when)
         parse_delay_levels(self.message_delay_level)
         parse_host_port(self.store_host)
@@ -202,6 +206,8 @@ PROPERTY_NAMES: dict[str, str] = {
     "maxIndexNum": "max_index_num",
     "maxMsgsNumBatch": "max_msgs_num_batch",
     "defaultQueryMaxNum": "default_query_max_num",
+    # PocketMQ's own: the bound on mapped consume-queue files.
+    "maxOpenConsumeQueueFiles": "max_open_consume_queue_files",
 }
 """RocketMQ property name -> StoreConfig field."""
 

@@ -318,12 +318,33 @@ class MappedFile:
 
     def zero_from(self, pos: int) -> None:
         """Zero every non-zero byte from ``pos`` to the end of the file (after a truncation, so that old
-        records past the new end can never be mistaken for live ones). Blocking."""
+        records past the new end can never be mistaken for live ones). Holes of the sparse file read as zeros
+        and are skipped (``SEEK_DATA``): reading them would fault in (and count in the RSS) every page of a
+        mostly empty file, so a store of thousands of consume queues would read gigabytes of zeros at start.
+        Blocking."""
         while pos < self.file_size:
-            end = min(pos - pos % _CHUNK + _CHUNK, self.file_size)
-            if self.view[pos:end] != _ZEROS[:end - pos]:
-                self.view[pos:end] = _ZEROS[:end - pos]
-            pos = end
+            start, stop = self._data_extent(pos)
+            while start < stop:
+                end = min(start - start % _CHUNK + _CHUNK, stop)
+                if self.view[start:end] != _ZEROS[:end - start]:
+                    self.view[start:end] = _ZEROS[:end - start]
+                start = end
+            pos = max(stop, pos + 1) if stop < self.file_size else self.file_size
+
+    def _data_extent(self, pos: int) -> tuple[int, int]:
+        """The next stretch ``[start, stop)`` at or after ``pos`` that may hold data (``(file_size, file_size)``
+        when none is left); the rest of the file when the file system cannot tell holes."""
+        try:
+            start = os.lseek(self.fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return self.file_size, self.file_size
+            return pos, self.file_size
+        try:
+            stop = os.lseek(self.fd, start, os.SEEK_HOLE)
+        except OSError:
+            stop = self.file_size
+        return max(start, pos), min(max(stop, start), self.file_size)
 
 
 #: A reservation to make: (file, or the future of a file still being created; start; end), file-relative.
@@ -361,6 +382,14 @@ class MappedFileAllocator:
         self._pending[path] = created
         self._executor.submit(self._allocate, path, file_size, warm, reserve, created)
         return created
+
+    async def run(self, fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn(*args)`` in the allocator's thread, after the creations asked for before it (here without an
+        executor)."""
+        if self._executor is None:
+            fn(*args)
+            return
+        await wait_shared(self._executor.submit(fn, *args))
 
     def pending(self, path: str) -> concurrent.futures.Future[MappedFile] | None:
         """The creation under way (or done, not yet taken) of ``path``, if any."""
@@ -472,12 +501,16 @@ class MappedFileQueue:
     """
 
     def __init__(self, store_dir: str, mapped_file_size: int, allocator: MappedFileAllocator | None = None,
-                 *, warm: bool = False, window: int = DEFAULT_WINDOW, tail_margin: int = 0) -> None:
+                 *, warm: bool = False, window: int = DEFAULT_WINDOW, tail_margin: int = 0,
+                 initial_window: int | None = None) -> None:
         self.store_dir = store_dir
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator or MappedFileAllocator(None)
         self.warm = warm
-        self.window = _page_up(max(window, _PAGE))
+        #: The window grows from ``initial_window`` (when given) by doubling at each reservation up to this,
+        #: so a queue that gets a message now and then keeps a page reserved, a busy one the whole window.
+        self.max_window = _page_up(max(window, _PAGE))
+        self.window = self.max_window if initial_window is None else min(max(initial_window, 1), self.max_window)
         self.tail_margin = tail_margin
         self.files: list[MappedFile] = []
         self.flushed_where = 0
@@ -621,7 +654,12 @@ class MappedFileQueue:
                 jobs.append((following, 0, target - mapped.file_end_offset))
                 reach = target
         self._target = reach
-        return self.allocator.reserve(jobs, warm=self.warm) if jobs else None
+        if not jobs:
+            return None
+        if self.window < self.max_window:
+            self.window = min(self.window * 2, self.max_window)
+            self._half = self.window // 2
+        return self.allocator.reserve(jobs, warm=self.warm)
 
     async def wait_room(self, mapped: MappedFile, end: int) -> None:
         """Wait (without blocking the loop) until ``mapped`` is reserved up to ``end``. Raises the OSError

@@ -42,11 +42,11 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from pocketmq.common.logs import get_logger
 from pocketmq.common.record import MessageRecord
-from pocketmq.common.service import Service
+from pocketmq.common.service import Service, periodic
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -59,7 +59,7 @@ from pocketmq.store.listeners import ArrivalListener, GrowthListener, StoreListe
 from pocketmq.store.mapped_file import MappedFile, MappedFileAllocator, fsync_dir, is_no_space, run_flush_plan
 from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from pocketmq.store.put_path import PutOutcome, PutPath, ReplicaWaiter
-from pocketmq.store.queue_table import ConsumeQueueTable
+from pocketmq.store.queue_table import RELEASE_IDLE_S, ConsumeQueueTable
 from pocketmq.store.reader import MessageFilter, MessageReader, RecordFilter
 from pocketmq.store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
 from pocketmq.store.reput import Reput, make_cut_durable
@@ -98,7 +98,8 @@ class MessageStore:
         self._state = _State.NEW
         self._is_slave = config.broker_role is BrokerRole.SLAVE
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later)
+        self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later,
+                                         self._close_later)
         self._listeners = StoreListeners(self._log)
         self._put = PutPath(config, self.commit_log, self._queues, self._listeners, lambda: self.is_running,
                             self._log, self._guard.no_space_seen)
@@ -143,12 +144,13 @@ class MessageStore:
                 self.commit_log, self._flush_executor, self.checkpoint, interval_ms=cfg.flush_interval_commit_log_ms,
                 least_pages=cfg.flush_commit_log_least_pages, thorough_ms=cfg.flush_commit_log_thorough_interval_ms))
         self._cq_flush = self._services.add_child(FlushConsumeQueueService(
-            self._queues.__iter__, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
+            self._queues.mapped.copy, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
             interval_ms=cfg.flush_interval_consume_queue_ms, least_pages=cfg.flush_consume_queue_least_pages,
             thorough_ms=cfg.flush_consume_queue_thorough_interval_ms, indexed_offset=self._indexed_offset))
         if self.index is not None:
             self._services.add_child(self.index)
             self._listeners.growth.append(self.index.on_growth)
+        self._services.add_child(periodic("store-cq-release", RELEASE_IDLE_S, self._release_idle_queues))
         self.retention = self._services.add_child(RetentionService(
             cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._guard.on_ratio,
             recheck=self._guard.recheck))
@@ -313,6 +315,24 @@ class MessageStore:
         """True when puts are accepted (running, not a slave, disk not full)."""
         return self._put.writable
 
+    def _close_later(self, files: list[MappedFile]) -> None:
+        """Close the files of released consume queues: in a thread once the store runs (munmap of a large map
+        is not free), here during recovery; a file a reader still holds is closed by retention later."""
+        if self.retention is None:
+            for mapped in files:
+                mapped.close()
+            return
+        retention = self.retention
+        future = asyncio.get_running_loop().run_in_executor(
+            self._io_executor, lambda: [m for m in files if not m.close()])
+        future.add_done_callback(lambda done: retention.keep_unclosed(done.result())
+                                 if not done.cancelled() and done.exception() is None else None)
+
+    def _release_idle_queues(self) -> None:
+        closing = self._queues.sweep()
+        if closing:
+            self._close_later(closing)
+
     def _discard_later(self, files: list[MappedFile]) -> None:
         if self.retention is not None:
             self.retention.discard(files)
@@ -381,6 +401,15 @@ class MessageStore:
         """Create the queue's next consume-queue file in a thread unless it is ready (see
         :meth:`queue_ready`); False when it cannot be created (answer CREATE_MAPEDFILE_FAILED)."""
         return await self._put.prepare_queue(topic, queue_id)
+
+    async def create_queue_files(self, topic: str, queue_ids: Iterable[int]) -> None:
+        """Create, in the allocation thread, the first consume-queue file (empty, sparse, not mapped) of each of
+        ``topic``'s queues that has none, so that its first message only opens it. Failures are logged and left
+        to the first message."""
+        try:
+            await self._queues.create_first_files(topic, queue_ids)
+        except OSError as exc:
+            self._log.warning("consume_queue_file_creation_failed", topic=topic, error=str(exc), when="prepared")
 
     def set_replica_waiter(self, waiter: ReplicaWaiter | None) -> None:
         """On a SYNC_MASTER, every put that waits (WAIT not false) also waits for ``waiter`` (the broker
@@ -556,7 +585,7 @@ class MessageStore:
 
     async def delete_topic(self, topic: str) -> bool:
         """Remove a topic's consume queues (its records stay in the commit log until retention)."""
-        queues = self._queues.queues.pop(topic, None)
+        queues = self._queues.remove_topic(topic)
         self.commit_log.topic_queue_table.pop(topic, None)
         if not queues:
             return False

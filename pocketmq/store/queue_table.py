@@ -7,12 +7,29 @@ by a slave (:meth:`ConsumeQueueTable.dispatch`). The queue-offset table it keeps
 ``topic_queue_table`` (the next queue offset of every queue, which appends read).
 
 The put path reads :attr:`ConsumeQueueTable.queues` itself (two dict lookups per message, no call).
+
+Mapped files are bounded (:attr:`ConsumeQueueTable.max_mapped`, ``maxOpenConsumeQueueFiles``; by default derived from
+the process's ``ulimit -n`` and ``vm.max_map_count``): each costs a memory map and two descriptors (ours and the one
+``mmap`` keeps), and 10,000 topics of 8 queues would pass both limits if every queue stayed mapped. The table keeps
+the queues that have mapped files in :attr:`ConsumeQueueTable.mapped` (oldest first) and:
+
+* releases the queues that were neither written nor read since its previous :meth:`ConsumeQueueTable.sweep` (the
+  store sweeps every :data:`RELEASE_IDLE_S`);
+* before a queue maps files beyond the bound, releases the least recently used ones (a "clock": a queue used since
+  it was last looked at goes to the back once, with its bit cleared) down to :data:`LOW_WATER` of the bound;
+* when none can be released (every mapped queue has unflushed units), refuses with
+  :class:`~pocketmq.store.errors.ConsumeQueueLimitError` (the put answers CREATE_MAPEDFILE_FAILED, a read
+  SYSTEM_ERROR), never an ``EMFILE`` or ``ENOMEM`` from deeper down.
+
+At start-up only queues with units are kept: a queue whose only file is empty and starts at 0 is the same as no
+queue (its next message opens the file again), so a store of many idle queues costs no memory for them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import resource
+from collections.abc import Callable, Iterable, Iterator
 
 from pocketmq.common.record import DispatchRequest
 from pocketmq.common.sysflag import MessageSysFlag
@@ -21,12 +38,50 @@ from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.delay import deliver_time
-from pocketmq.store.mapped_file import MappedFile, MappedFileAllocator, wait_shared
+from pocketmq.store.errors import ConsumeQueueLimitError
+from pocketmq.store.mapped_file import MappedFile, MappedFileAllocator, file_name_for, run_flush_plan, wait_shared
 
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TXN_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
 NOT_READY, DISPATCHED, SKIPPED = 0, 1, 2
 """What :meth:`ConsumeQueueTable.dispatch_ready` did."""
+#: Seconds between two sweeps that release the queues not used since the previous one.
+RELEASE_IDLE_S = 30.0
+#: A release made for room goes down to this fraction of the bound, so that the next ones do not each release.
+LOW_WATER = 0.9
+#: Descriptors and maps left to everything else (connections, commit log, index, libraries) by the default bound.
+_OTHER_FILES = 1024
+_OTHER_MAPS = 4096
+#: The default bound never goes above this (nor below the floor, whatever the limits say).
+_AUTO_MAX, _AUTO_MIN = 10_000, 64
+#: Where Linux keeps the per-process bound on memory maps.
+MAX_MAP_COUNT_PATH = "/proc/sys/vm/max_map_count"
+
+
+def default_max_mapped() -> int:
+    """The bound on mapped consume-queue files when ``maxOpenConsumeQueueFiles`` is 0: a quarter of what
+    ``ulimit -n`` leaves after :data:`_OTHER_FILES` (each file costs two descriptors, half of them stay for
+    connections) and half of the ``vm.max_map_count`` left after :data:`_OTHER_MAPS`."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = (soft - _OTHER_FILES) // 4 if soft != resource.RLIM_INFINITY else _AUTO_MAX
+    try:
+        with open(MAX_MAP_COUNT_PATH) as f:
+            maps = (int(f.read()) - _OTHER_MAPS) // 2
+    except (OSError, ValueError):
+        maps = _AUTO_MAX
+    return max(_AUTO_MIN, min(_AUTO_MAX, files, maps))
+
+
+def _create_closed(paths: list[str], file_size: int) -> None:
+    """Blocking: create each missing file of ``paths`` (sparse) and close it."""
+    for path in paths:
+        if not os.path.exists(path):
+            MappedFile.create(path, file_size).close()
+
+
+def _close_now(files: list[MappedFile]) -> None:
+    for mapped in files:
+        mapped.close()
 
 
 class ConsumeQueueTable:
@@ -34,13 +89,24 @@ class ConsumeQueueTable:
     (through retention once the store runs, so never on the loop)."""
 
     def __init__(self, config: StoreConfig, commit_log: CommitLog, allocator: MappedFileAllocator,
-                 discard: Callable[[list[MappedFile]], None]) -> None:
+                 discard: Callable[[list[MappedFile]], None],
+                 close: Callable[[list[MappedFile]], None] | None = None) -> None:
         self.queues: dict[str, dict[int, ConsumeQueue]] = {}
         self._config = config
         self._commit_log = commit_log
         self._allocator = allocator
         self._discard = discard
         self._delay_levels = config.delay_levels_ms
+        #: closes the files of released queues (in a thread once the store runs; until then, here)
+        self.close_files = close or _close_now
+        #: the bound on mapped consume-queue files (module docstring)
+        self.max_mapped = config.max_open_consume_queue_files or default_max_mapped()
+        #: queues with mapped files, least recently mapped first
+        self.mapped: dict[ConsumeQueue, None] = {}
+        #: files they map (counted as they map; recounted by each sweep)
+        self.mapped_files = 0
+        #: queues released so far, to make room and because they were idle
+        self.releases = 0
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The consume queue of a topic queue, if it has ever had a message."""
@@ -54,12 +120,82 @@ class ConsumeQueueTable:
             queues = self.queues[topic] = {}
         cq = queues.get(queue_id)
         if cq is None:
-            config = self._config
-            cq = queues[queue_id] = ConsumeQueue(topic, queue_id, config.consume_queue_dir,
-                                                 config.mapped_file_size_consume_queue, self._allocator,
-                                                 self._discard, window=config.reserve_window_consume_queue,
-                                                 warm=config.warm_mapped_file)
+            cq = queues[queue_id] = self._new_queue(topic, queue_id)
         return cq
+
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        config = self._config
+        cq = ConsumeQueue(topic, queue_id, config.consume_queue_dir, config.mapped_file_size_consume_queue,
+                          self._allocator, self._discard, window=config.reserve_window_consume_queue,
+                          warm=config.warm_mapped_file)
+        cq.before_map = self._before_map
+        return cq
+
+    # -- the bound on mapped files ---------------------------------------------------------------------------
+
+    def _before_map(self, cq: ConsumeQueue, count: int) -> None:
+        """``cq`` is about to map ``count`` more files: make room under the bound, or refuse."""
+        if self.mapped_files + count > self.max_mapped:
+            self._make_room(count, cq)
+            if self.mapped_files + count > self.max_mapped:
+                raise ConsumeQueueLimitError(
+                    f"{self.mapped_files} consume-queue files are mapped, the most this store maps at once "
+                    f"(maxOpenConsumeQueueFiles={self.max_mapped}), and none can be released now (each has "
+                    f"unflushed units); cannot map {cq.topic}/{cq.queue_id}. Raise maxOpenConsumeQueueFiles "
+                    "together with ulimit -n and vm.max_map_count (each file costs two descriptors and a map).")
+        self.mapped.setdefault(cq, None)
+        self.mapped_files += count
+
+    def _make_room(self, count: int, keep: ConsumeQueue) -> None:
+        """Release least recently used queues (a clock over :attr:`mapped`) until ``count`` files fit with room
+        to spare (:data:`LOW_WATER`)."""
+        target = min(int(self.max_mapped * LOW_WATER), self.max_mapped - count)
+        closing: list[MappedFile] = []
+        for second_chance in (True, False):
+            for cq in list(self.mapped):
+                if self.mapped_files <= target:
+                    break
+                if cq is keep:
+                    continue
+                if second_chance and cq.used:
+                    cq.used = False
+                    del self.mapped[cq]
+                    self.mapped[cq] = None  # to the back: looked at again after the others
+                    continue
+                closing += self._release(cq)
+        if closing:
+            self.close_files(closing)
+
+    def _release(self, cq: ConsumeQueue) -> list[MappedFile]:
+        files = cq.queue.files
+        count = len(files)
+        released = cq.release() if files else []
+        if released is None:
+            return []
+        del self.mapped[cq]
+        self.mapped_files -= count
+        self.releases += 1 if count else 0
+        return released
+
+    def sweep(self) -> list[MappedFile]:
+        """Release the queues neither written nor read since the previous sweep, clear the others' bits, and
+        recount the mapped files; returns the files to close (in a thread)."""
+        closing: list[MappedFile] = []
+        for cq in list(self.mapped):
+            if cq.used:
+                cq.used = False
+            else:
+                closing += self._release(cq)
+        self.mapped_files = sum(len(cq.queue.files) for cq in self.mapped)
+        return closing
+
+    def remove_topic(self, topic: str) -> dict[int, ConsumeQueue] | None:
+        """Forget a deleted topic's queues (their files are the caller's to destroy)."""
+        queues = self.queues.pop(topic, None)
+        for cq in (queues or {}).values():
+            if self.mapped.pop(cq, 0) is None:
+                self.mapped_files -= len(cq.queue.files)
+        return queues
 
     def __iter__(self) -> Iterator[ConsumeQueue]:
         """Every consume queue (a snapshot: the table may change while the caller iterates)."""
@@ -75,18 +211,40 @@ class ConsumeQueueTable:
         return {topic: sorted(queues) for topic, queues in self.queues.items()}
 
     def load(self) -> None:
-        """Open and recover every queue found under the consume-queue directory (blocking, at start-up)."""
+        """Open and recover every queue found under the consume-queue directory, keeping those with units (and
+        within the bound, the others released at once). Blocking, at start-up."""
         root = self._config.consume_queue_dir
         for topic in sorted(os.listdir(root)):
             topic_dir = os.path.join(root, topic)
             if not os.path.isdir(topic_dir):
                 continue
             for name in sorted(os.listdir(topic_dir)):
-                if not name.isdigit():
-                    continue
-                cq = self.find_or_create(topic, int(name))
-                cq.load()
-                cq.recover()
+                if name.isdigit():
+                    self._load_queue(topic, int(name))
+
+    def _load_queue(self, topic: str, queue_id: int) -> None:
+        cq = self._new_queue(topic, queue_id)
+        cq.load()
+        files = list(cq.queue.files)
+        try:
+            cq.recover()
+        except BaseException:
+            _close_now(files)
+            raise
+        if cq.max_offset == 0 and cq.queue.min_offset == 0:
+            _close_now(cq.queue.files)  # no unit ever: as if the queue did not exist
+            return
+        self.queues.setdefault(topic, {})[queue_id] = cq
+        if self.mapped_files + len(cq.queue.files) > self.max_mapped:
+            plan, target = cq.queue.flush_plan()  # what start-up does for every queue; released ones first
+            run_flush_plan(plan)
+            cq.queue.apply_flushed(plan, target)
+            files = cq.release() or []
+            _close_now(files)
+            self.releases += 1
+        else:
+            self.mapped[cq] = None
+            self.mapped_files += len(cq.queue.files)
 
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
         """The queue offset the next message of the queue gets."""
@@ -116,8 +274,9 @@ class ConsumeQueueTable:
 
     async def ensure_file(self, topic: str, queue_id: int) -> None:
         """Create the queue's next consume-queue file and reserve room in it, in threads, unless it has a
-        file with room (raises OSError)."""
+        file with room (raises OSError). A released queue is mapped again first."""
         cq = self.find_or_create(topic, queue_id)
+        cq.restore()
         future = cq.request_file_for(self.next_queue_offset(topic, queue_id))
         if future is not None:
             await wait_shared(future)
@@ -125,6 +284,16 @@ class ConsumeQueueTable:
                 return
             cq.prepare(self.next_queue_offset(topic, queue_id))  # takes the file just made
         await cq.wait_room()
+
+    async def create_first_files(self, topic: str, queue_ids: Iterable[int]) -> None:
+        """Create the first file of each of ``topic``'s queues that has no queue yet (and starts at offset 0), in
+        the allocator's thread, and close it at once: no queue is made, the first message opens the file."""
+        config = self._config
+        paths = [os.path.join(config.consume_queue_dir, topic, str(queue_id), file_name_for(0))
+                 for queue_id in queue_ids if self.find(topic, queue_id) is None
+                 and self.next_queue_offset(topic, queue_id) == 0]
+        if paths:
+            await self._allocator.run(_create_closed, paths, config.mapped_file_size_consume_queue)
 
     def can_dispatch(self, request: DispatchRequest) -> bool:
         """True when :meth:`dispatch` of ``request`` will neither create a file nor reserve in the caller's
