@@ -155,10 +155,15 @@ async def _create_phase(args: argparse.Namespace, cluster: ScaleCluster) -> dict
     latencies = array("f")
     print(f"create: {total} topics of {args.queues} queues, one at a time; idle broker RSS {idle_rss} KiB", flush=True)
     elapsed = 0.0
+    windows = {start: start + args.window for start in args.at_list}
+    cpu_at: dict[int, tuple[float, float]] = {}
+    assert cluster.broker is not None and cluster.namesrv is not None
     try:
         for i in range(total):
             if i == args.mem_topics:
                 out["memory"] = await _memory_checkpoint(args, cluster, client, idle_rss)
+            if i in windows or i in windows.values():
+                cpu_at[i] = (_cpu(cluster.broker), _cpu(cluster.namesrv))
             started = time.perf_counter()
             latencies.append(await create_topic(client, broker, f"ScaleTopic{i:06d}", args.queues))
             elapsed += time.perf_counter() - started
@@ -167,31 +172,37 @@ async def _create_phase(args: argparse.Namespace, cluster: ScaleCluster) -> dict
                 out["curve"].append(point)
                 print(f"  {point['existing']:>6} existing: create p50 {point['p50']:.2f} ms  p99 {point['p99']:.2f} ms"
                       f"  max {point['max']:.2f} ms", flush=True)
-        for start in args.at_list:
-            out["windows"][str(start)] = _ms(latencies[start:start + args.window])
+        cpu_at[total] = (_cpu(cluster.broker), _cpu(cluster.namesrv))
+        for start, end in windows.items():
+            window = out["windows"][str(start)] = _ms(latencies[start:end])
+            # CPU time per creation: the work each costs, which machine load does not stretch as it does latency
+            window["broker_cpu_us"] = round((cpu_at[end][0] - cpu_at[start][0]) * 1e6 / args.window)
+            window["namesrv_cpu_us"] = round((cpu_at[end][1] - cpu_at[start][1]) * 1e6 / args.window)
         out["total_create_seconds"] = round(elapsed, 2)
         out["final"] = await _admin_timings(cluster, "ScaleGroup00000", "ScaleTopic000000")
         out["final"]["broker_rss_kib"] = rss_kib(cluster.broker_pid)
     finally:
         await client.close()
     for start, w in out["windows"].items():
-        print(f"  window from {start} existing: p50 {w['p50']:.2f} ms  p99 {w['p99']:.2f} ms  max {w['max']:.2f} ms")
+        print(f"  window from {start} existing: p50 {w['p50']:.2f} ms  p99 {w['p99']:.2f} ms  max {w['max']:.2f} ms; "
+              f"CPU per creation: broker {w['broker_cpu_us']} us, name server {w['namesrv_cpu_us']} us")
     print(f"  total creation time {out['total_create_seconds']} s; at {total} topics: " + _timings_line(out["final"]))
     return out
 
 
 async def _memory_checkpoint(args: argparse.Namespace, cluster: ScaleCluster, client: RemotingClient,
                              idle_rss: int) -> dict[str, Any]:
-    """RSS per topic after two registration rounds, then per group (created here) after two more."""
-    rounds = 2 * args.register_period_ms / 1000 + 2
+    """RSS per topic after two registration rounds, then per group (created here) after two more; the CPU the
+    second round of the first two cost (nothing changes then: what an idle broker with these topics spends)."""
+    period = args.register_period_ms / 1000
     mem: dict[str, Any] = {"topics": args.mem_topics, "groups": args.groups}
     assert cluster.broker is not None and cluster.namesrv is not None
+    await asyncio.sleep(period + 1)  # the first round (and the journal's compaction) after the creations
     broker_cpu, ns_cpu = _cpu(cluster.broker), _cpu(cluster.namesrv)
-    await asyncio.sleep(rounds)
-    mem["broker_cpu_per_round_s"] = round((_cpu(cluster.broker) - broker_cpu) * args.register_period_ms / 1000
-                                          / rounds, 4)
-    mem["namesrv_cpu_per_round_s"] = round((_cpu(cluster.namesrv) - ns_cpu) * args.register_period_ms / 1000
-                                           / rounds, 4)
+    await asyncio.sleep(period)
+    mem["broker_cpu_per_round_s"] = round(_cpu(cluster.broker) - broker_cpu, 4)
+    mem["namesrv_cpu_per_round_s"] = round(_cpu(cluster.namesrv) - ns_cpu, 4)
+    await asyncio.sleep(1)
     after_topics = rss_kib(cluster.broker_pid)
     mem["broker_rss_kib_topics"] = after_topics
     mem["per_topic_bytes"] = round((after_topics - idle_rss) * 1024 / args.mem_topics)
@@ -199,7 +210,7 @@ async def _memory_checkpoint(args: argparse.Namespace, cluster: ScaleCluster, cl
     for g in range(args.groups):
         group_latencies.append(await create_group(client, cluster.broker_addr, f"ScaleGroup{g:05d}"))
     mem["group_create_ms"] = _ms(group_latencies)
-    await asyncio.sleep(rounds)
+    await asyncio.sleep(2 * period + 2)
     after_groups = rss_kib(cluster.broker_pid)
     mem["broker_rss_kib_groups"] = after_groups
     mem["per_group_bytes"] = round((after_groups - after_topics) * 1024 / max(args.groups, 1))

@@ -99,7 +99,7 @@ class MessageStore:
         self._is_slave = config.broker_role is BrokerRole.SLAVE
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later,
-                                         self._close_later)
+                                         self._close_later, self._io_executor)
         self._listeners = StoreListeners(self._log)
         self._put = PutPath(config, self.commit_log, self._queues, self._listeners, lambda: self.is_running,
                             self._log, self._guard.no_space_seen)
@@ -150,7 +150,8 @@ class MessageStore:
         if self.index is not None:
             self._services.add_child(self.index)
             self._listeners.growth.append(self.index.on_growth)
-        self._services.add_child(periodic("store-cq-release", RELEASE_IDLE_S, self._release_idle_queues))
+        releaser = self._services.add_child(periodic("store-cq-release", RELEASE_IDLE_S, self._release_idle_queues))
+        self._queues.on_over_bound = releaser.trigger
         self.retention = self._services.add_child(RetentionService(
             cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._guard.on_ratio,
             recheck=self._guard.recheck))
@@ -328,10 +329,13 @@ class MessageStore:
         future.add_done_callback(lambda done: retention.keep_unclosed(done.result())
                                  if not done.cancelled() and done.exception() is None else None)
 
-    def _release_idle_queues(self) -> None:
+    async def _release_idle_queues(self) -> None:
+        """Every ``RELEASE_IDLE_S``, and at once when the bound on mapped consume-queue files is passed: release
+        the queues unused since the last time, then shrink to the bound if still past it."""
         closing = self._queues.sweep()
         if closing:
             self._close_later(closing)
+        await self._queues.shrink()
 
     def _discard_later(self, files: list[MappedFile]) -> None:
         if self.retention is not None:

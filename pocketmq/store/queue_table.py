@@ -15,11 +15,14 @@ the queues that have mapped files in :attr:`ConsumeQueueTable.mapped` (oldest fi
 
 * releases the queues that were neither written nor read since its previous :meth:`ConsumeQueueTable.sweep` (the
   store sweeps every :data:`RELEASE_IDLE_S`);
-* before a queue maps files beyond the bound, releases the least recently used ones (a "clock": a queue used since
-  it was last looked at goes to the back once, with its bit cleared) down to :data:`LOW_WATER` of the bound;
-* when none can be released (every mapped queue has unflushed units), refuses with
-  :class:`~pocketmq.store.errors.ConsumeQueueLimitError` (the put answers CREATE_MAPEDFILE_FAILED, a read
-  SYSTEM_ERROR), never an ``EMFILE`` or ``ENOMEM`` from deeper down.
+* past the bound, releases the least recently used queues (a "clock": a queue used since it was last looked at goes
+  to the back once, with its bit cleared) down to :data:`LOW_WATER` of the bound: the clean ones at once, the
+  others after a *shrink* has flushed them in the flush thread (a queue of a few units stays unflushed until the
+  thorough flush, a minute later). A put or a slave's dispatch that would map past the bound waits for the
+  shrink; a mapping that cannot wait (an inline append, a read) may go up to :attr:`ConsumeQueueTable.hard_max`
+  (a quarter more) meanwhile;
+* past that, refuses with :class:`~pocketmq.store.errors.ConsumeQueueLimitError` (the put answers
+  CREATE_MAPEDFILE_FAILED, a read SYSTEM_ERROR), never an ``EMFILE`` or ``ENOMEM`` from deeper down.
 
 At start-up only queues with units are kept: a queue whose only file is empty and starts at 0 is the same as no
 queue (its next message opens the file again), so a store of many idle queues costs no memory for them.
@@ -27,6 +30,8 @@ queue (its next message opens the file again), so a store of many idle queues co
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import resource
 from collections.abc import Callable, Iterable, Iterator
@@ -49,6 +54,8 @@ NOT_READY, DISPATCHED, SKIPPED = 0, 1, 2
 RELEASE_IDLE_S = 30.0
 #: A release made for room goes down to this fraction of the bound, so that the next ones do not each release.
 LOW_WATER = 0.9
+#: Files that may be mapped past the bound while a shrink flushes and releases queues (at least; or a quarter).
+_HEADROOM_MIN = 64
 #: Descriptors and maps left to everything else (connections, commit log, index, libraries) by the default bound.
 _OTHER_FILES = 1024
 _OTHER_MAPS = 4096
@@ -79,6 +86,11 @@ def _create_closed(paths: list[str], file_size: int) -> None:
             MappedFile.create(path, file_size).close()
 
 
+def _run_plans(plans: list[list[tuple[MappedFile, int]]]) -> None:
+    for plan in plans:
+        run_flush_plan(plan)
+
+
 def _close_now(files: list[MappedFile]) -> None:
     for mapped in files:
         mapped.close()
@@ -90,7 +102,8 @@ class ConsumeQueueTable:
 
     def __init__(self, config: StoreConfig, commit_log: CommitLog, allocator: MappedFileAllocator,
                  discard: Callable[[list[MappedFile]], None],
-                 close: Callable[[list[MappedFile]], None] | None = None) -> None:
+                 close: Callable[[list[MappedFile]], None] | None = None,
+                 flush_executor: concurrent.futures.Executor | None = None) -> None:
         self.queues: dict[str, dict[int, ConsumeQueue]] = {}
         self._config = config
         self._commit_log = commit_log
@@ -107,6 +120,10 @@ class ConsumeQueueTable:
         self.mapped_files = 0
         #: queues released so far, to make room and because they were idle
         self.releases = 0
+        #: told when the bound is passed and only a shrink (flush, then release) can make room
+        self.on_over_bound: Callable[[], None] | None = None
+        self._flush_executor = flush_executor
+        self._shrinking: asyncio.Future[None] | None = None
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The consume queue of a topic queue, if it has ever had a message."""
@@ -133,38 +150,89 @@ class ConsumeQueueTable:
 
     # -- the bound on mapped files ---------------------------------------------------------------------------
 
+    @property
+    def hard_max(self) -> int:
+        """Mapped files past which a mapping is refused (the bound plus room for a shrink under way)."""
+        return self.max_mapped + max(_HEADROOM_MIN, self.max_mapped // 4)
+
     def _before_map(self, cq: ConsumeQueue, count: int) -> None:
-        """``cq`` is about to map ``count`` more files: make room under the bound, or refuse."""
+        """``cq`` is about to map ``count`` more files: release clean idle queues for room past the bound (and ask
+        for a shrink, which flushes the others), or refuse past :attr:`hard_max`."""
         if self.mapped_files + count > self.max_mapped:
-            self._make_room(count, cq)
-            if self.mapped_files + count > self.max_mapped:
+            self._release_clean(count, cq)
+            if self.mapped_files + count > self.max_mapped and self.on_over_bound is not None:
+                self.on_over_bound()
+            if self.mapped_files + count > self.hard_max:
                 raise ConsumeQueueLimitError(
-                    f"{self.mapped_files} consume-queue files are mapped, the most this store maps at once "
-                    f"(maxOpenConsumeQueueFiles={self.max_mapped}), and none can be released now (each has "
-                    f"unflushed units); cannot map {cq.topic}/{cq.queue_id}. Raise maxOpenConsumeQueueFiles "
-                    "together with ulimit -n and vm.max_map_count (each file costs two descriptors and a map).")
+                    f"{self.mapped_files} consume-queue files are mapped (maxOpenConsumeQueueFiles={self.max_mapped}, "
+                    f"at most {self.hard_max} while idle queues are being flushed and released) and none can be "
+                    f"released now; cannot map {cq.topic}/{cq.queue_id}. Raise maxOpenConsumeQueueFiles together "
+                    "with ulimit -n and vm.max_map_count (each file costs two descriptors and a map).")
         self.mapped.setdefault(cq, None)
         self.mapped_files += count
 
-    def _make_room(self, count: int, keep: ConsumeQueue) -> None:
-        """Release least recently used queues (a clock over :attr:`mapped`) until ``count`` files fit with room
-        to spare (:data:`LOW_WATER`)."""
-        target = min(int(self.max_mapped * LOW_WATER), self.max_mapped - count)
-        closing: list[MappedFile] = []
+    def _victims(self, count: int, keep: ConsumeQueue | None) -> list[ConsumeQueue]:
+        """Least recently used queues (a clock over :attr:`mapped`: one used since it was last looked at goes to
+        the back once, its bit cleared) whose files would bring the count down to :data:`LOW_WATER` of the bound
+        with ``count`` more."""
+        excess = self.mapped_files + count - int(self.max_mapped * LOW_WATER)
+        victims: list[ConsumeQueue] = []
         for second_chance in (True, False):
             for cq in list(self.mapped):
-                if self.mapped_files <= target:
-                    break
-                if cq is keep:
+                if excess <= 0:
+                    return victims
+                if cq is keep or cq in victims:
                     continue
                 if second_chance and cq.used:
                     cq.used = False
                     del self.mapped[cq]
-                    self.mapped[cq] = None  # to the back: looked at again after the others
+                    self.mapped[cq] = None
                     continue
+                victims.append(cq)
+                excess -= len(cq.queue.files)
+        return victims
+
+    def _release_clean(self, count: int, keep: ConsumeQueue) -> None:
+        closing: list[MappedFile] = []
+        for cq in self._victims(count, keep):
+            if cq.queue.dirty_bytes() <= 0:
                 closing += self._release(cq)
         if closing:
             self.close_files(closing)
+
+    async def shrink(self) -> None:
+        """Past the bound: flush (in the flush thread) and release the least recently used queues down to
+        :data:`LOW_WATER` of it. One at a time; callers that come meanwhile wait for the one under way."""
+        if self._shrinking is not None:
+            await asyncio.shield(self._shrinking)
+            return
+        if self.mapped_files <= self.max_mapped:
+            return
+        done = self._shrinking = asyncio.get_running_loop().create_future()
+        try:
+            victims = self._victims(0, None)
+            plans = [(cq, *cq.queue.flush_plan()) for cq in victims if cq.queue.dirty_bytes() > 0]
+            if plans:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._flush_executor, _run_plans, [plan for _cq, plan, _target in plans])
+                for cq, plan, target in plans:
+                    cq.queue.apply_flushed(plan, target)
+            closing: list[MappedFile] = []
+            for cq in victims:
+                if cq in self.mapped:
+                    closing += self._release(cq)  # one written meanwhile stays (dirty again)
+            if closing:
+                self.close_files(closing)
+        finally:
+            self._shrinking = None
+            done.set_result(None)
+
+    async def room_for(self, cq: ConsumeQueue, count: int) -> None:
+        """Before an async path maps ``count`` files for ``cq``: past the bound, wait for a shrink first."""
+        if self.mapped_files + count > self.max_mapped:
+            self._release_clean(count, cq)
+            if self.mapped_files + count > self.max_mapped:
+                await self.shrink()
 
     def _release(self, cq: ConsumeQueue) -> list[MappedFile]:
         files = cq.queue.files
@@ -274,8 +342,10 @@ class ConsumeQueueTable:
 
     async def ensure_file(self, topic: str, queue_id: int) -> None:
         """Create the queue's next consume-queue file and reserve room in it, in threads, unless it has a
-        file with room (raises OSError). A released queue is mapped again first."""
+        file with room (raises OSError). A released queue is mapped again first (past the bound, after a shrink)."""
         cq = self.find_or_create(topic, queue_id)
+        if cq.released is not None or not cq.queue.files or cq.queue.files[-1].is_full:
+            await self.room_for(cq, len(cq.released.starts) if cq.released is not None else 1)
         cq.restore()
         future = cq.request_file_for(self.next_queue_offset(topic, queue_id))
         if future is not None:
@@ -309,6 +379,8 @@ class ConsumeQueueTable:
         """Make :meth:`can_dispatch` true for ``request``: its queue's file created and its unit's room
         reserved, in the allocation thread (raises OSError)."""
         cq = self.find_or_create(request.topic, request.queue_id)
+        if cq.released is not None or not cq.queue.files:
+            await self.room_for(cq, len(cq.released.starts) if cq.released is not None else 1)
         await cq.prepare_unit(request.consume_queue_offset)
 
     def dispatch(self, request: DispatchRequest) -> bool:
