@@ -4,26 +4,30 @@ rewrite of the whole file.
 
 Files (``<name>`` is ``topics.json`` or ``subscriptionGroup.json``)::
 
-    <name>            RocketMQ's format (``{"dataVersion":{...},"<tableKey>":{name: config, ...}}``), replaced
-                      atomically (temporary file, fsync, rename, directory fsync)
-    <name>.journal    one line per change since that snapshot:
-                      <crc32 of the JSON, 8 hex digits> <JSON>\\n
-                      JSON = {"v":{"counter":c,"timestamp":t},"put":{config}}  or  {"v":{...},"del":"name"}
+    <name>                RocketMQ's format (``{"dataVersion":{...},"<tableKey>":{name: config, ...}}``), replaced
+                          atomically (temporary file, fsync, rename, directory fsync)
+    <name>.journal        one line per change since that snapshot:
+                          <crc32 of the JSON, 8 hex digits> <JSON>\\n
+                          JSON = {"v":{"counter":c,"timestamp":t},"put":{config}}  or  {"v":{...},"del":"name"}
+    <name>.journal.old    the journal a compaction under way is folding into the next snapshot
 
 Every change bumps the table's ``DataVersion``; a line carries the version after its change, and loading
-replays, over the snapshot, the lines whose counter is above the snapshot's. A kill in the middle of a line
-leaves a line without its newline or with a CRC that does not match: loading stops there and cuts the
-journal back to the last whole line, so the table read is always the one after some prefix of the changes.
+replays, over the snapshot, the lines of ``.journal.old`` and then of ``.journal`` whose counter is above the
+snapshot's. A kill in the middle of a line leaves a line without its newline or with a CRC that does not match:
+loading stops there and cuts the journal back to the last whole line, so the table read is always the one after
+some prefix of the changes.
 
-Writes: changes are queued on the event loop; a writer thread appends them (all that queued meanwhile in one
-``write``) and :meth:`ConfigJournal.written` resolves once they are in the kernel (a process kill then loses
-none, as RocketMQ's synchronous ``persist`` would not either); a second thread ``fdatasync``\\ s behind it, so
-the writer never waits for the disk. The journal is folded into a new snapshot (compaction) once it holds
-as many changes as the table has entries (at least :data:`COMPACT_MIN_ENTRIES`) and no change came for
-:data:`COMPACT_QUIET_S`, or at once past four times that; at close; and when the whole table is replaced (a
-slave taking its master's). The snapshot is encoded entry by entry in the writer thread, so the event loop
-keeps getting the GIL while a large table is written. Compaction costs time proportional to the table, once per
-as many changes: a constant amount per change.
+Writes: a change's line is appended on the event loop (one ``write`` of ~200 bytes to an ``O_APPEND`` file: into
+the page cache, like the commit log's writes through its map), so when the change's request is answered a
+process kill loses nothing; a thread ``fdatasync``\\ s behind the writes, at most one at a time, so no writer ever
+waits for the disk. The journal is folded into a new snapshot (compaction) once it holds as many changes as the
+table has entries (at least :data:`COMPACT_MIN_ENTRIES`) and no change came for :data:`COMPACT_QUIET_S`, or at
+once past four times that; at close; and when the whole table is replaced (a slave taking its master's). A
+compaction renames the journal to ``.journal.old`` and starts a new one (on the loop: two metadata calls), then a
+thread writes the snapshot, encoded entry by entry so that the loop keeps getting the GIL, and removes the old
+journal. Compaction costs time proportional to the table, once per as many changes: a constant amount per change.
+A write that fails (a full disk) stops the appends until a snapshot has been written: the snapshot holds every
+change, and a journal never gets a line after a torn one.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import json
 import os
 import time
@@ -49,14 +54,13 @@ log = get_logger("pocketmq.broker.config_journal")
 _V = TypeVar("_V")
 
 JOURNAL_SUFFIX = ".journal"
+OLD_SUFFIX = ".journal.old"
 #: Journal lines before a compaction is considered, whatever the table's size.
 COMPACT_MIN_ENTRIES = 1000
 #: Seconds without a change before a due compaction runs (a burst of creations is not interrupted by one).
 COMPACT_QUIET_S = 1.0
 #: Past this many times the compaction threshold, compaction runs even while changes keep coming.
 COMPACT_FORCE_FACTOR = 4
-#: Lines queued and not yet written beyond which they are dropped for a full snapshot (which holds them all).
-MAX_QUEUED_LINES = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +137,14 @@ def cut_journal(path: str, length: int) -> None:
 
 
 def replay(path: str, after: DataVersion, name_of: Callable[[dict[str, Any]], str]) -> Iterator[JournalEntry]:
-    """The journal's entries newer than the snapshot version ``after``; a damaged tail is cut off first.
-    Blocking."""
-    entries, length = read_journal(path + JOURNAL_SUFFIX, name_of)
-    cut_journal(path + JOURNAL_SUFFIX, length)
-    return (e for e in entries if e.version.counter > after.counter)
+    """The entries of ``.journal.old`` and ``.journal`` newer than the snapshot version ``after``, in order; a
+    damaged tail is cut off first. Blocking."""
+    out: list[JournalEntry] = []
+    for journal in (path + OLD_SUFFIX, path + JOURNAL_SUFFIX):
+        entries, length = read_journal(journal, name_of)
+        cut_journal(journal, length)
+        out.extend(e for e in entries if e.version.counter > after.counter)
+    return iter(out)
 
 
 def encode_snapshot(version: DataVersion, table_key: str, table: Mapping[str, _V],
@@ -159,7 +166,8 @@ def encode_snapshot(version: DataVersion, table_key: str, table: Mapping[str, _V
 
 class ConfigJournal(Service, Generic[_V]):
     """Persistence of one table (module docstring). ``table`` and ``version`` read the live table on the event
-    loop; its values are never changed in place (a change puts a new value), so a shallow copy is a snapshot."""
+    loop; its values are never changed in place (a change puts a new value), so a shallow copy is a snapshot. The
+    service's loop runs the compactions; changes are written as they are recorded."""
 
     def __init__(self, path: str, table_key: str, *, table: Callable[[], Mapping[str, _V]],
                  version: Callable[[], DataVersion], to_json: Callable[[_V], dict[str, Any]]) -> None:
@@ -169,15 +177,15 @@ class ConfigJournal(Service, Generic[_V]):
         self._table = table
         self._version = version
         self._to_json = to_json
-        self._lines: list[bytes] = []
-        self._waiters: list[asyncio.Future[None]] = []
+        self._fd: int | None = None
+        #: a snapshot must be written before lines are appended again (the table was replaced, or a write failed)
         self._rewrite = False
         self._entries = 0
         self._last_change = 0.0
-        self._fd: int | None = None
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-write")
         self._syncer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-sync")
-        self._sync_pending = False
+        self._written = 0
+        self._syncing = False
         self._closed = False
 
     # -- recording (event loop) ---------------------------------------------------------------------------------
@@ -198,29 +206,54 @@ class ConfigJournal(Service, Generic[_V]):
     def _record(self, line: bytes) -> None:
         if self._closed:
             return
-        if len(self._lines) >= MAX_QUEUED_LINES:
-            self._lines.clear()
-            self._rewrite = True
-        else:
-            self._lines.append(line)
         self._entries += 1
         self._last_change = time.monotonic()
-        self.trigger()
+        if not self._rewrite:
+            try:
+                _write_all(self._open(), line)
+            except OSError as exc:
+                log.error("config_journal_write_failed", path=self.path, error=str(exc), retry="full_snapshot")
+                self._rewrite = True  # the snapshot holds this change and the ones until it is written
+            else:
+                self._written += 1
+                self._sync_soon()
+        if self._rewrite or self._entries >= self._threshold():
+            self.trigger()
 
-    async def written(self) -> None:
-        """Wait until every change recorded so far is written (handed to the kernel; the disk follows)."""
-        if not self._lines or self._closed or not self.running:
+    def _open(self) -> int:
+        if self._fd is None:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            self._fd = os.open(self.path + JOURNAL_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
+
+    # -- making it durable --------------------------------------------------------------------------------------
+
+    def _sync_soon(self) -> None:
+        """One ``fdatasync`` at a time, in the sync thread; lines written meanwhile get the next one."""
+        if self._syncing or self._fd is None or not self.running:
             return
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        await waiter
+        self._syncing = True
+        target, fd = self._written, self._fd
+        future = asyncio.get_running_loop().run_in_executor(self._syncer, os.fdatasync, fd)
+        future.add_done_callback(lambda done: self._synced(done, target))
 
-    # -- writing ------------------------------------------------------------------------------------------------
+    def _synced(self, done: asyncio.Future[None], target: int) -> None:
+        self._syncing = False
+        if done.cancelled():
+            return
+        exc = done.exception()
+        if exc is not None and not (isinstance(exc, OSError) and exc.errno == errno.EBADF):  # rotated away
+            log.error("config_journal_sync_failed", path=self.path, error=str(exc))
+        if self._written > target:
+            self._sync_soon()
+
+    # -- compaction ---------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
         while True:
             await self._sleep_or_trigger(COMPACT_QUIET_S if self._compaction_waiting() else None)
-            await self._drain()
+            if self._rewrite or self._compaction_due():
+                await self._compact()
 
     def _threshold(self) -> int:
         return max(COMPACT_MIN_ENTRIES, len(self._table()))
@@ -234,75 +267,42 @@ class ConfigJournal(Service, Generic[_V]):
             return True
         return self._entries >= threshold and time.monotonic() - self._last_change >= COMPACT_QUIET_S
 
-    async def _drain(self) -> None:
-        """Write what is queued (or a snapshot in its place when one is due), then wake the waiters."""
-        lines, waiters = self._lines, self._waiters
-        self._lines, self._waiters = [], []
-        snapshot: tuple[DataVersion, dict[str, _V]] | None = None
-        if self._rewrite or self._compaction_due():
-            snapshot = (self._version().copy(), dict(self._table()))
-            self._rewrite, self._entries, lines = False, 0, []
-        if not lines and snapshot is None:
-            _wake(waiters)
-            return
-        loop = asyncio.get_running_loop()
+    async def _compact(self) -> None:
+        """Start a new journal, write the table as it is now as the snapshot, drop the old journal."""
+        old = self._rotate()
+        snapshot = (self._version().copy(), dict(self._table()))
+        self._rewrite, self._entries = False, 0
         try:
-            await loop.run_in_executor(self._writer, self._write, lines, snapshot)
+            await asyncio.get_running_loop().run_in_executor(self._writer, self._write_snapshot, snapshot, old)
         except OSError as exc:
-            log.error("config_journal_write_failed", path=self.path, error=str(exc), retry="full_snapshot")
-            self._rewrite = True  # the next snapshot holds everything the lost lines held
-        finally:
-            _wake(waiters)
-        if not self._sync_pending:
-            self._sync_pending = True
-            loop.run_in_executor(self._syncer, self._sync).add_done_callback(self._synced)
+            log.error("config_journal_snapshot_failed", path=self.path, error=str(exc), retry="next_change")
+            self._rewrite = True
 
-    def _synced(self, done: asyncio.Future[None]) -> None:
-        self._sync_pending = False
-        if not done.cancelled() and done.exception() is not None:
-            log.error("config_journal_sync_failed", path=self.path, error=str(done.exception()))
+    def _rotate(self) -> int | None:
+        """On the loop: the journal becomes ``.journal.old`` (its fd returned) and appends go to a new one."""
+        old, self._fd = self._fd, None
+        if old is not None:
+            os.rename(self.path + JOURNAL_SUFFIX, self.path + OLD_SUFFIX)
+        return old
 
-    def _open(self) -> int:
-        if self._fd is None:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            self._fd = os.open(self.path + JOURNAL_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        return self._fd
-
-    def _write(self, lines: list[bytes], snapshot: tuple[DataVersion, dict[str, _V]] | None) -> None:
-        """Blocking (writer thread): append ``lines``, or replace the snapshot and empty the journal."""
-        fd = self._open()
-        if snapshot is not None:
-            version, table = snapshot
-            write_atomically(self.path, encode_snapshot(version, self.table_key, table, self._to_json))
-            os.ftruncate(fd, 0)  # a kill before this leaves lines the snapshot's version already covers
-            return
-        data = b"".join(lines)
-        while data:
-            written = os.write(fd, data)
-            data = data[written:]
-
-    def _sync(self) -> None:
-        """Blocking (sync thread)."""
-        fd = self._fd
-        if fd is not None:
-            os.fdatasync(fd)
+    def _write_snapshot(self, snapshot: tuple[DataVersion, dict[str, _V]], old_fd: int | None) -> None:
+        """Blocking (writer thread)."""
+        version, table = snapshot
+        write_atomically(self.path, encode_snapshot(version, self.table_key, table, self._to_json))
+        if old_fd is not None:
+            os.close(old_fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path + OLD_SUFFIX)  # a kill before this leaves lines the snapshot already covers
 
     async def close(self) -> None:
-        """Fold everything into a new snapshot, make it durable, release the threads (after the service is
-        stopped)."""
+        """Fold everything into a new snapshot (durable when this returns) and release the threads; after the
+        service is stopped."""
         if self._closed:
             return
         self._closed = True
-        waiters, self._waiters, self._lines = self._waiters, [], []
-        snapshot = (self._version().copy(), dict(self._table()))
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._writer, self._write, [], snapshot)
-            await loop.run_in_executor(self._syncer, self._sync)
-        except OSError as exc:
-            log.error("config_journal_close_failed", path=self.path, error=str(exc))
+            await self._compact()
         finally:
-            _wake(waiters)
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
@@ -310,7 +310,7 @@ class ConfigJournal(Service, Generic[_V]):
             self._syncer.shutdown(wait=True)
 
 
-def _wake(waiters: list[asyncio.Future[None]]) -> None:
-    for waiter in waiters:
-        if not waiter.done():
-            waiter.set_result(None)
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]

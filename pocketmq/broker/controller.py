@@ -78,6 +78,10 @@ PREPARED_QUEUES_MAX = 64
 """Queues of a newly created topic whose consume-queue files are made at once (see ``_prepare_queues``)."""
 PREPARE_BACKLOG_MAX = 16
 """Topics waiting for their files at most: those created faster than that make their files on first use."""
+PREPARE_TOPICS_MAX = 1000
+"""Topics the broker holds at most for a new one to get its files made at once: past it, making 4-8 files (and
+their directories) for every topic created costs more, in CPU and inodes, than the first message of each queue
+gains, and a large broker's topics are mostly idle."""
 
 
 class BrokerController:
@@ -333,14 +337,15 @@ class BrokerController:
         return config is None or config.notify_consumer_ids_changed_enable
 
     async def _topics_settled(self) -> None:
-        """Until the topics created or changed so far are registered and written (an admin's call returns then:
-        the route is visible, as in RocketMQ)."""
-        await asyncio.gather(self._increments.registered(), self.topics.journal.written())
+        """Until the topics created or changed so far are registered (an admin's call returns then: the route is
+        visible, as in RocketMQ; their journal lines are written already)."""
+        await self._increments.registered()
 
     def _topic_created(self, topic: str) -> None:
         """UPDATE_AND_CREATE_TOPIC on a master: make the queues' consume-queue files in the background (unless
         :data:`PREPARE_BACKLOG_MAX` topics wait for theirs already: a mass creation is not slowed by it)."""
-        if self._running and self.config.is_master and len(self._topics_to_prepare) < PREPARE_BACKLOG_MAX:
+        if (self._running and self.config.is_master and len(self._topics_to_prepare) < PREPARE_BACKLOG_MAX
+                and len(self.topics.table) <= PREPARE_TOPICS_MAX):
             self._topics_to_prepare.append(topic)
             self._queue_preparer.trigger()
 
@@ -349,8 +354,9 @@ class BrokerController:
         sparse, not mapped), one after the other in the store's thread, so the first message of each queue only
         opens it: a new file costs a directory fsync, and the first sends of a new 8-queue topic waited 2-28 ms
         each (the p999 of sequential sends). Only for topics created by an administrator, at most
-        :data:`PREPARED_QUEUES_MAX` queues of each and :data:`PREPARE_BACKLOG_MAX` topics waiting: auto-created
-        and retry topics (and the queues past those bounds) create their files on first use. Such a file costs an
+        :data:`PREPARED_QUEUES_MAX` queues of each, :data:`PREPARE_BACKLOG_MAX` topics waiting, and while the broker
+        holds at most :data:`PREPARE_TOPICS_MAX` topics: auto-created and retry topics (and the queues past those
+        bounds) create their files on first use. Such a file costs an
         inode and no data block; a queue that never gets a message costs no memory (the store skips it at start)."""
         while self._topics_to_prepare:
             await self._prepare_topic_queues(self._topics_to_prepare.popleft())

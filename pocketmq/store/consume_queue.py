@@ -87,6 +87,10 @@ class Released:
 class ConsumeQueue:
     """The index of one topic queue."""
 
+    # Slots: a store of tens of thousands of queues holds one of these each, most of them released.
+    __slots__ = ("_discard", "_half", "before_map", "file_size", "max_physic_offset", "min_logic_offset", "queue",
+                 "queue_id", "released", "tail", "topic", "used")
+
     def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int,
                  allocator: MappedFileAllocator, discard: Discard | None = None, *,
                  window: int = DEFAULT_WINDOW, warm: bool = False) -> None:

@@ -500,6 +500,10 @@ class MappedFileQueue:
     blocking work on removed files (unlink, munmap) is the caller's to run in a thread.
     """
 
+    # Slots: a store of tens of thousands of consume queues holds one of these each.
+    __slots__ = ("_half", "_refill", "_target", "allocator", "files", "flushed_where", "mapped_file_size",
+                 "max_window", "store_dir", "tail_margin", "warm", "window")
+
     def __init__(self, store_dir: str, mapped_file_size: int, allocator: MappedFileAllocator | None = None,
                  *, warm: bool = False, window: int = DEFAULT_WINDOW, tail_margin: int = 0,
                  initial_window: int | None = None) -> None:

@@ -56,7 +56,7 @@ class AdminGroupsProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
         }
 
-    async def update_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def update_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
             raw = rd.decode_body(bytes(req.body or b""), req.serialize_type)
         except rd.BodyDecodeError as exc:
@@ -69,7 +69,6 @@ class AdminGroupsProcessor:
         except OverflowError as exc:
             return req.response(ResponseCode.SYSTEM_ERROR, str(exc))
         log.info("subscription_group_updated", group=config.group_name, by=conn.remote_addr)
-        await self.groups.journal.written()
         return req.response(ResponseCode.SUCCESS)
 
     def delete_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
