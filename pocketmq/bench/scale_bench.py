@@ -17,7 +17,9 @@ removed afterwards) and talks to them over raw remoting requests:
 * ``heartbeat`` — ``--clients`` connections, each a client in ``--groups-per-client`` of ``--client-groups``
   consumer groups: the join (every client's first heartbeat at once: NOTIFY_CONSUMER_IDS_CHANGED received),
   then ``--heartbeat-rounds`` rounds at ``--heartbeat-interval`` (RocketMQ's 30 s) spread evenly: broker CPU in
-  percent of one CPU, RSS per client, notifications; then every client disconnects.
+  percent of one CPU, RSS per client, notifications; then ``--burst-clients`` more clients of one new group start at
+  once (an application's instances restarting together: RocketMQ notifies every member on every join, N(N+1)/2
+  notifications); then every client disconnects.
 
 ``--json`` prints the summary as one JSON object. The machine's load average is printed before and after.
 """
@@ -86,6 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--groups-per-client", type=int, default=4, help="groups in each client's heartbeat (4)")
     parser.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between beats (30)")
     parser.add_argument("--heartbeat-rounds", type=int, default=2, help="rounds measured (2)")
+    parser.add_argument("--burst-clients", type=int, default=200,
+                        help="clients of one group that then start at once (200): the notifications they get")
     parser.add_argument("--keep-dir", action="store_true", help="keep the clusters' directories")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -95,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     at = sorted(int(x) for x in args.at.split(",") if x)
     if (not set(phases) <= set(PHASES) or not at or args.window < 1 or not 1 <= args.queues <= 1024
             or args.mem_topics < 1 or args.groups < 0 or not 1 <= args.store_queues <= 1024 or args.clients < 1
-            or args.client_groups < 1 or args.groups_per_client < 1 or args.heartbeat_rounds < 1):
+            or args.client_groups < 1 or args.groups_per_client < 1 or args.heartbeat_rounds < 1
+            or args.burst_clients < 1):
         print(f"rmq-bench scale: bad arguments (phases are {', '.join(PHASES)})")
         return 2
     args.at_list = at
@@ -373,6 +378,7 @@ async def _heartbeat_phase(args: argparse.Namespace, cluster: ScaleCluster) -> d
                          "broker_cpu_percent": round(100 * used / wall, 2),
                          "notifications": clients.notifications - before}
         out["broker_rss_kib"] = rss_kib(cluster.broker_pid)
+        out["burst"] = await _burst(args, cluster)
     finally:
         cpu = _cpu(cluster.broker)
         await clients.close()
@@ -382,7 +388,21 @@ async def _heartbeat_phase(args: argparse.Namespace, cluster: ScaleCluster) -> d
     print(f"heartbeat: {args.clients} clients in {args.client_groups} groups ({args.groups_per_client} each): join "
           f"{j['seconds']} s, {j['broker_cpu_s']} s broker CPU, {j['notifications']} notifications; "
           f"{out['rss_per_client_bytes']} B RSS per client", flush=True)
+    b = out["burst"]
     print(f"  steady ({args.heartbeat_rounds} rounds every {args.heartbeat_interval:g} s): broker CPU "
           f"{s['broker_cpu_percent']} % of one CPU, {s['notifications']} notifications; all disconnecting: "
           f"{out['disconnect_broker_cpu_s']} s broker CPU", flush=True)
+    print(f"  burst: {b['clients']} clients of one group starting at once got {b['notifications']} notifications "
+          f"(one per member per change would be {b['clients'] * (b['clients'] + 1) // 2})", flush=True)
     return out
+
+
+async def _burst(args: argparse.Namespace, cluster: ScaleCluster) -> dict[str, Any]:
+    """``--burst-clients`` clients of one group starting at once: the notifications they receive."""
+    burst = HeartbeatClients(cluster.broker_addr, args.burst_clients, 1, 1, 1, prefix="ScaleBurst")
+    try:
+        await burst.beat_all()
+        await asyncio.sleep(3.0)
+        return {"clients": args.burst_clients, "notifications": burst.notifications}
+    finally:
+        await burst.close()

@@ -267,7 +267,8 @@ class HeartbeatClients:
     """``count`` clients, each on its own connection, each in ``per_client`` of ``groups`` consumer groups; counts
     the NOTIFY_CONSUMER_IDS_CHANGED each receives."""
 
-    def __init__(self, broker: str, count: int, groups: int, per_client: int, topics: int) -> None:
+    def __init__(self, broker: str, count: int, groups: int, per_client: int, topics: int,
+                 prefix: str = "ScaleGroup") -> None:
         self.broker = broker
         self.notifications = 0
         self.clients: list[RemotingClient] = []
@@ -276,8 +277,8 @@ class HeartbeatClients:
             client = RemotingClient()
             client.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notified)
             self.clients.append(client)
-            names = [f"ScaleGroup{(i * per_client + j) % groups:05d}" for j in range(per_client)]
-            self.bodies.append(heartbeat_body(f"127.0.0.1@scale-{i}", names,
+            names = [f"{prefix}{(i * per_client + j) % groups:05d}" for j in range(per_client)]
+            self.bodies.append(heartbeat_body(f"127.0.0.1@{prefix}-{i}", names,
                                               lambda g: f"ScaleTopic{int(g[-5:]) % topics:04d}"))
 
     def _notified(self, request: RemotingCommand, conn: Connection) -> None:

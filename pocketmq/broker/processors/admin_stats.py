@@ -128,10 +128,14 @@ class AdminStatsProcessor:
         h = GetConsumeStatsInBrokerHeader.from_command(req)
         entries: list[dict[str, Any]] = []
         total_diff = 0
-        groups = set() if h.is_order else {key.rpartition("@")[2] for key in self.offsets.offset_table}
-        for group in sorted(groups):
+        topics_of: dict[str, set[str]] = {}  # one pass over the offsets, not one per group
+        if not h.is_order:
+            for key in self.offsets.offset_table:
+                topic, _, group = key.rpartition("@")
+                topics_of.setdefault(group, set()).add(topic)
+        for group in sorted(topics_of):
             per_topic = []
-            for topic in sorted(self.offsets.topics_of_group(group)):
+            for topic in sorted(topics_of[group]):
                 stats = self.consume_stats(group, topic)
                 if stats["offsetTable"]:
                     per_topic.append(stats)
