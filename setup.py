@@ -15,6 +15,10 @@ import importlib
 import importlib.util
 import os
 import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterable
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,7 +44,7 @@ def compiled_switch() -> ModuleType:
 
 def build_options() -> dict[str, Any]:
     """``setup()`` keywords that build the extensions: empty (a pure-Python package) when the pure build is
-    asked for or Cython is missing."""
+    asked for, Cython is missing or no C compiler works."""
     switch = compiled_switch()
     if switch.pure_requested():
         print(f"pocketmq: {switch.PURE_ENV} set, building no extension modules", file=sys.stderr)
@@ -51,6 +55,11 @@ def build_options() -> dict[str, Any]:
         extension_class = importlib.import_module("setuptools").Extension
     except ImportError as exc:
         print(f"pocketmq: {exc}; the hot path stays plain Python", file=sys.stderr)
+        return {}
+    problem = compiler_problem()
+    if problem is not None:
+        # No extension modules at all: the wheel is then tagged pure (py3-none-any), installable anywhere.
+        print(f"pocketmq: {problem}; building the pure-Python package", file=sys.stderr)
         return {}
     extensions = [
         extension_class(name, [str(Path(*name.split(".")).with_suffix(".py"))], extra_compile_args=COMPILE_ARGS)
@@ -64,6 +73,22 @@ def build_options() -> dict[str, Any]:
     return {"ext_modules": compiled, "cmdclass": {"build_ext": optional_build_ext()}}
 
 
+def compiler_problem() -> str | None:
+    """``None`` when the C compiler that ``build_ext`` would use compiles against this Python's headers (a
+    one-line probe), else what went wrong: without one, no extension is declared and the wheel is pure."""
+    ccompiler = importlib.import_module("distutils.ccompiler")  # setuptools' own copy, imported by setuptools
+    compiler = ccompiler.new_compiler()
+    importlib.import_module("distutils.sysconfig").customize_compiler(compiler)
+    with tempfile.TemporaryDirectory(prefix="pocketmq-cc-") as scratch:
+        probe = Path(scratch, "probe.c")
+        probe.write_text("#include <Python.h>\nint pocketmq_probe(void) { return 0; }\n", encoding="ascii")
+        try:
+            compiler.compile([str(probe)], output_dir=scratch, include_dirs=[sysconfig.get_paths()["include"]])
+        except Exception as exc:  # CompileError, DistutilsExecError, a compiler that is not there
+            return f"no working C compiler ({exc})"
+    return None
+
+
 def optional_build_ext() -> type:
     """A ``build_ext`` that reports a module it cannot compile and goes on: that module runs from source."""
     build_ext = importlib.import_module("setuptools.command.build_ext").build_ext
@@ -74,6 +99,8 @@ def optional_build_ext() -> type:
                 super().run()
             except Exception as exc:  # no compiler at all (DistutilsPlatformError and friends)
                 print(f"pocketmq: cannot build extension modules ({exc}); plain Python", file=sys.stderr)
+            if self.inplace:
+                remove_stray_extensions()
 
         def build_extension(self, ext: Any) -> None:
             try:
@@ -87,4 +114,21 @@ def optional_build_ext() -> type:
     return OptionalBuildExt
 
 
-setup(**build_options())
+def remove_stray_extensions(root: Path = ROOT, modules: Iterable[str] | None = None) -> list[str]:
+    """Delete in-place extensions of modules no longer compiled (Python would load one before its source);
+    the modules whose extension went."""
+    wanted = set(compiled_switch().MODULES if modules is None else modules)
+    found = {path for suffix in EXTENSION_SUFFIXES for path in (root / "pocketmq").rglob("*" + suffix)}
+    removed = []
+    for path in sorted(found):
+        # A module's name has no dot, so its extension's name is the module's up to the first one.
+        name = ".".join((*path.relative_to(root).parent.parts, path.name.partition(".")[0]))
+        if name not in wanted:
+            print(f"pocketmq: removing {path.relative_to(root)} ({name} is no longer compiled)", file=sys.stderr)
+            path.unlink()
+            removed.append(name)
+    return removed
+
+
+if __name__ == "__main__":  # how pip, build and `python setup.py` run it; a test imports it for its functions
+    setup(**build_options())

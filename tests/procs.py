@@ -17,13 +17,17 @@ ROOT = Path(__file__).resolve().parent.parent
 class Proc:
     """A child process whose stderr is drained by a thread (so the pipe never fills) and kept."""
 
-    def __init__(self, args: Sequence[str], ready_prefix: str, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: Sequence[str], ready_prefix: str, *, env: dict[str, str] | None = None,
+                 cwd: Path | None = None, from_checkout: bool = True) -> None:
+        """``from_checkout=False``: ``env`` is the whole environment (no PYTHONPATH to this checkout), for a
+        process of an installed package; ``cwd`` defaults to the checkout."""
         self.args = list(args)
         self.ready_prefix = ready_prefix
-        full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        base = {**os.environ, "PYTHONPATH": str(ROOT)} if from_checkout else {}
+        full_env = {**base, **(env or {})}
         self.popen = subprocess.Popen(
             self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env=full_env, cwd=ROOT,
+            env=full_env, cwd=cwd or ROOT,
         )
         self.lines: list[str] = []
         self._ready = threading.Event()

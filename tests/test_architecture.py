@@ -1,18 +1,23 @@
-"""The floors of PocketMQ, checked from the source (README, "Architecture").
+"""The floors of PocketMQ, checked from the source (docs/design/floors.md).
 
 Every product module's imports are read with ``ast`` — module-level, function-level and ``TYPE_CHECKING``-only
 imports alike — and the test fails on
 
 * an import that runs up a floor or sideways to a package the importer may not know
   (``common`` ← ``remoting``, ``store`` ← ``namesrv``, ``client``, ``ha``, ``spark_jobs`` ← ``broker``;
-  ``admin`` and ``benchmarks`` are tools on top of everything);
+  ``admin``, ``console`` and ``benchmarks`` are tools on top of everything);
 * an import circle between modules, of any length;
-* a product module over 600 lines whose docstring does not say why it is that long.
+* a product module over 600 lines whose docstring does not say why it is that long;
+* product text (code, comments, docstrings, package data) carrying one of the project's issue numbers, a date,
+  a pointer outside the repository (``../shared``, "reference §7", "seeds 001/003", "STYLE habit 5", "the
+  issue", a README section) or a ``docs/`` page that does not exist. The why stays in the code; dates,
+  figures and history go to ``docs/``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +37,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "broker": frozenset({"common", "remoting", "store", "ha"}),
     "admin": frozenset({"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker"}),
     "chaos": frozenset({"conf", "common", "remoting", "store", "client", "admin"}),
+    "console": frozenset({"common", "remoting", "namesrv", "client", "admin"}),
     "bench": frozenset(
-        {"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker", "admin"}
+        {"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker", "admin", "console"}
     ),
 }
 """Which of our packages each package may import (besides itself)."""
@@ -217,3 +223,99 @@ def test_checker_sees_type_only_and_relative_imports(tmp_path: Path) -> None:
     )
     names = set(imported_names("pocketmq.store.mod", source))
     assert {"pocketmq.broker.controller.BrokerController", "pocketmq.ha.service", "pocketmq.store.sibling"} <= names
+
+
+PRODUCT_TEXT_SUFFIXES = frozenset({".py", ".pyx", ".pxd", ".properties", ".yml", ".yaml", ".json", ".toml", ".cfg",
+                                   ".txt", ".md", ".sh"})
+"""Files of the product whose text is checked for pointers (compiled extensions and caches are not text)."""
+
+POINTER_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("an issue number", re.compile(r"\bissues? #?\d+", re.IGNORECASE)),
+    ("an issue number", re.compile(r"(?<![\w/\"':#&-])#\d+\b")),
+    ("a pointer to an issue", re.compile(r"\bthe issue(?:'s)?\b", re.IGNORECASE)),
+    ("a date", re.compile(r"\b(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b")),
+    ("a path outside the repository", re.compile(r"\.\./shared|/work/|\bshared/(?:seeds|reference)\b")),
+    ("a pointer to the reference notes", re.compile(r"\breference §|§\s*\d")),
+    ("a pointer to the seed articles", re.compile(r"\bseeds? 0\d\d\b", re.IGNORECASE)),
+    ("a pointer to the team's notes",
+     re.compile(r"\bSTYLE habit|\bhabit \d+\b|\b(?:STYLE|DESIGN)\.md\b|spark-notes\.md")),
+    ("a pointer to a README section (docs/ pages are the place)", re.compile(r"\bREADME\b")),
+)
+"""What product text may not carry. Upstream references in full (``apache/rocketmq#1094``) are public and stay:
+the lookbehind of the bare ``#123`` rule lets ``owner/repo#123`` (and CSS colours such as ``"#555"``) through."""
+
+DOCS_LINK = re.compile(r"\bdocs/[\w./-]+\.md\b")
+
+
+def pointer_problems(text: str, root: Path = ROOT) -> list[str]:
+    """Each line of ``text`` that carries something :data:`POINTER_RULES` rejects, or names a ``docs/`` page
+    that does not exist under ``root``: ``"<line>: <what>: <the text found>"``."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for what, rule in POINTER_RULES:
+            match = rule.search(line)
+            if match:
+                found.append(f"{number}: {what}: {match.group(0)!r}")
+        for link in DOCS_LINK.findall(line):
+            if not (root / link).is_file():
+                found.append(f"{number}: a docs page that does not exist: {link!r}")
+    return found
+
+
+def product_text_files() -> list[Path]:
+    """Every text file of the product (``pocketmq/``, with its package data), ``setup.py`` and ``scripts/``."""
+    paths = [*(ROOT / PACKAGE).rglob("*"), ROOT / "setup.py", *(ROOT / "scripts").rglob("*")]
+    return sorted(p for p in paths
+                  if p.is_file() and p.suffix in PRODUCT_TEXT_SUFFIXES and "__pycache__" not in p.parts)
+
+
+def test_product_text_carries_no_dates_issue_numbers_or_outside_pointers() -> None:
+    wrong = []
+    for path in product_text_files():
+        for problem in pointer_problems(path.read_text(encoding="utf-8")):
+            wrong.append(f"{path.relative_to(ROOT)}:{problem}")
+    assert not wrong, ("product text that belongs in docs/ (keep the one-line why in the code):\n" + "\n".join(wrong))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# p50 dropped after the fix (issue 15)",
+        "see issues 9 and 15",
+        "RocketMQ bug #7779",
+        "Stop is the reverse, as the issue asks:",
+        "one of the issue's targets",
+        "# measured on 2026-11-25",
+        "Design: ../shared/DESIGN.md",
+        "(reference §7, last bullets)",
+        "defaults (§4.2)",
+        "(seeds 001/003/004)",
+        "(seed 000 §3)",
+        "(STYLE habit 5)",
+        "see the README's architecture section",
+        'the sweep in README "W4"',
+        "settings measured in spark-notes.md",
+        "details: docs/design/no-such-page.md",
+    ],
+)
+def test_pointer_checker_rejects(line: str) -> None:
+    """The checker itself: each sample is one of the things product code may not carry."""
+    assert pointer_problems(line), line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(apache/rocketmq#1094: offsets merged by maximum)",
+        'COLORS = {"kill": "#d62728", "stop": "#555"}',
+        "body{color:#222}",
+        "python -m pocketmq.chaos --seed 1",
+        "Issue sends on a schedule; issued += 1",
+        "START_MS = 1_714_557_600_000  # 1 May 2024, 10:00 UTC",
+        "the full tables: docs/perf/compare-results.md",
+        "RocketMQ 4.9.4's complete list",
+    ],
+)
+def test_pointer_checker_accepts(line: str) -> None:
+    """Upstream references, colours, seeds of our own tools, the verb "issue" and existing docs pages pass."""
+    assert pointer_problems(line) == [], line

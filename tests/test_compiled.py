@@ -8,6 +8,7 @@ silently fell back to source fails here) and ``make test-pure`` with ``POCKETMQ_
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -133,8 +134,6 @@ def test_a_source_edited_after_the_build_is_stale(tmp_path: Path) -> None:
 def test_the_package_installs_the_switch_first() -> None:
     # The finder must be in place before a compiled module can be imported: ``pocketmq/__init__.py``, which runs
     # before any module of the package, imports pocketmq.common.compiled before anything else of ours.
-    for name in compiled.MODULES:
-        assert ".".join(name.split(".")[:2]) in compiled.PACKAGES, name
     init = (ROOT / "pocketmq" / "__init__.py").read_text()
     ours = [line for line in init.splitlines() if line.startswith(("import pocketmq", "from pocketmq"))]
     assert ours[0].startswith("import pocketmq.common.compiled")
@@ -143,11 +142,28 @@ def test_the_package_installs_the_switch_first() -> None:
 def test_finder_answers_only_for_compiled_modules() -> None:
     finder = compiled.SourceFinder(pure=True)
     assert finder.find_spec("pocketmq.common.errors", None) is None
+    assert finder.find_spec("pocketmq.common.errors", [str(ROOT / "pocketmq" / "common")]) is None
     spec = finder.find_spec("pocketmq.common.record", [str(ROOT / "pocketmq" / "common")])
     if compiled.extension_path("pocketmq.common.record") is not None:
         assert spec is not None and spec.origin == str(ROOT / "pocketmq" / "common" / "record.py")
     else:
         assert spec is None  # no extension: Python's own finder loads the source anyway
+
+
+def test_the_finder_is_installed_only_when_the_sources_must_win() -> None:
+    """A plain import runs the extension when there is one: the finder goes on ``sys.meta_path`` only for the
+    pure switch (or a stale in-place build), so an application importing pocketmq keeps its import system."""
+    code = ("import sys; before = list(sys.meta_path); import pocketmq.common.compiled as c; "
+            "print(c.ACTIVE, any(type(f).__name__ == 'SourceFinder' for f in sys.meta_path))")
+    env = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV}
+    plain = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=60, check=True).stdout.split()
+    pure = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, compiled.PURE_ENV: "1"},
+                          capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    built = any(compiled.extension_path(name) is not None for name in compiled.MODULES)
+    assert pure == ["pure", str(built)]  # no extension to hide: nothing to install
+    if plain[0] == "cython":
+        assert plain[1] == "False"
 
 
 def test_typed_modules_run_without_cython_installed() -> None:
@@ -164,3 +180,21 @@ def test_typed_modules_run_without_cython_installed() -> None:
                           timeout=240)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout
+
+
+def test_an_in_place_build_removes_extensions_of_modules_no_longer_compiled(tmp_path: Path) -> None:
+    """The finder is not always installed, so an extension left beside a source whose module left ``MODULES``
+    must not survive ``make compiled`` (setup.py), while every listed module keeps its own."""
+    spec = importlib.util.spec_from_file_location("pocketmq_setup_under_test", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    setup_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_py)  # not __main__: defines its functions, runs no build
+    common = tmp_path / "pocketmq" / "common"
+    common.mkdir(parents=True)
+    kept = [common / "record.cpython-311-x86_64-linux-gnu.so", common / "frame.abi3.so"]
+    gone = [common / "old.cpython-311-x86_64-linux-gnu.so", tmp_path / "pocketmq" / "gone.so"]
+    for path in [*kept, *gone]:
+        path.write_bytes(b"")
+    removed = setup_py.remove_stray_extensions(tmp_path, ["pocketmq.common.record", "pocketmq.common.frame"])
+    assert sorted(removed) == ["pocketmq.common.old", "pocketmq.gone"]
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in gone)

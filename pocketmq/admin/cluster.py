@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from pocketmq.admin.api import AdminClient, AdminError
 from pocketmq.common.config import load_properties
+from pocketmq.common.logs import configure_logging
 from pocketmq.conf import presets_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -480,12 +481,13 @@ def read_state(base_dir: Path) -> dict[str, Any]:
 
 
 def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, exited but not yet reaped by its parent, does not)."""
+    with contextlib.suppress(OSError):  # no /proc (not Linux): signal 0 alone decides
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    except OSError as exc:
+        return isinstance(exc, PermissionError)  # another user's process is alive
     return True
 
 
@@ -579,6 +581,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    configure_logging("console", "WARNING")  # its admin client's records: problems only, on stderr
     try:
         if args.command == "up":
             return asyncio.run(run_up(args))

@@ -9,17 +9,21 @@ last file cut at a record boundary found by decoding (never a torn record), plus
   while copying so a broker cannot start and rewrite the tail under us. Damage in the last file with data
   is a torn tail from a crash and ends the export (recorded in the manifest); damage anywhere earlier is an
   error naming the file and offset.
-* **live** (a broker holds the lock): the broker is appending beyond its flushed offset, so we stop at the
-  flushed offset from its ``checkpoint`` (PocketMQ writes the exact offset there every second; bytes below
-  it never change). A RocketMQ checkpoint has no offset, only the store time of the last flushed record
-  (``physicMsgTimestamp``): then records are taken while their store time is not later than it.
-* ``--broker-addr``: ask the running broker itself (``GET_BROKER_RUNTIME_INFO``) for its flushed offset
-  (``--consistency flushed``, fresher than the checkpoint) or the smaller of it and the best slave
-  acknowledgement (``replicated``: only what a slave also has). The bytes are still copied from
-  ``--store-dir``, which must be the broker's own directory on this host: reading a
-  file that the broker appends to is safe below an offset that it has flushed, and copying from disk is far
-  faster than any request/response path. A slave acknowledgement may fall inside a record (replication
-  sends 32 KiB chunks); the cut moves back to the record boundary before it.
+* **live** (a broker holds the lock): the broker is appending beyond its flushed offset, so the export ends
+  at what it has flushed: ``rmq-admin export`` asks that broker (``GET_BROKER_RUNTIME_INFO``) at the
+  address it recorded in the store (``broker.addr``, :mod:`pocketmq.broker.address_file`), or at
+  ``--broker-addr``, for its flushed offset (``--consistency flushed``: everything a SYNC_FLUSH broker has
+  acknowledged) or the smaller of it and the best slave acknowledgement (``replicated``: only what a slave
+  also has). The answer must come from the broker that owns ``--store-dir`` (its ``storePathRootDir``).
+  The bytes are still copied from ``--store-dir``: reading a file that the broker appends to is safe below
+  an offset that it has flushed, and copying from disk is far faster than any request/response path. A
+  slave acknowledgement may fall inside a record (replication sends 32 KiB chunks); the cut moves back to
+  the record boundary before it.
+* **live, nobody to ask** (a RocketMQ broker records no address; :func:`export_commit_log` called without
+  ``broker_end``): the ``checkpoint``, which lags the flushed data by up to a second, and the command says
+  so. PocketMQ writes the exact flushed offset there; a RocketMQ checkpoint has only the store time of the
+  last flushed record (``physicMsgTimestamp``): then records are taken while their store time is not later
+  than it.
 * ``--up-to OFFSET``: never beyond this offset (any mode).
 
 Why copy a live broker's files rather than stream them over the network: the broker has no request that
@@ -31,13 +35,15 @@ Files are opened before anything is read, so retention deleting the oldest file 
 matter. Each file is copied to ``NAME.part``, fsynced and renamed; the manifest is written last, so an
 interrupted export has no manifest and every reader refuses it.
 
+An export that holds no record (an empty store, a broker that has flushed nothing yet, ``--up-to`` below the
+first record) writes nothing: ``rmq-admin export`` says why and exits with :data:`EXIT_NOTHING` (3).
+
 ``rmq-admin verify-export DIR`` checks an export against its manifest (:func:`spark_jobs.manifest.verify_export`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import errno
 import fcntl
@@ -53,6 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from pocketmq.admin.broker_end import broker_end_offset
+from pocketmq.broker.address_file import ADDRESS_FILE, read_address
 from pocketmq.common.config import ConfigError, load_properties
 from pocketmq.common.errors import RecordFormatError
 from pocketmq.common.files import fsync_directory, write_atomically
@@ -73,6 +81,8 @@ DEFAULT_SPLIT_INTERVAL = 4 << 20
 """A split point (a record boundary a reader may start a task at) at least every 4 MiB."""
 _COPY_CHUNK = 4 << 20
 _PROGRESS_INTERVAL_S = 1.0
+EXIT_NOTHING = 3
+"""``rmq-admin export``'s exit status when there was nothing to export (0: exported, 1: error, 2: usage)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +150,14 @@ def store_lock(store_dir: str) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)  # releases both locks
+
+
+def live_broker(store_dir: str) -> tuple[bool, str | None]:
+    """Whether a broker holds the store's lock, and the address it recorded in the store (``None``: none)."""
+    with store_lock(store_dir) as offline:
+        if offline:
+            return False, None
+    return True, read_address(store_dir)
 
 
 def plan_end(store_dir: str, *, offline: bool, up_to: int | None = None, broker_end: int | None = None) -> EndPlan:
@@ -405,40 +423,6 @@ def _check_nothing_after(sources: list[_SourceFile], last: _SourceFile, scan: _S
                               path=last.path, offset=last.start + scan.data_end)
 
 
-# ------------------------------------------------------------------------------------------- broker
-
-
-async def _runtime_info(addr: str, timeout: float) -> dict[str, str]:
-    from pocketmq.remoting.client import RemotingClient
-    from pocketmq.remoting.codes import RequestCode, ResponseCode
-    from pocketmq.remoting.command import RemotingCommand
-    from pocketmq.remoting.route import KVTable, decode_body
-
-    client = RemotingClient()
-    try:
-        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout)
-    finally:
-        await client.close()
-    if resp.code != ResponseCode.SUCCESS:
-        raise ExportError(f"{addr}: GET_BROKER_RUNTIME_INFO answered {resp.code} {resp.remark or ''}".strip())
-    return KVTable.from_json_dict(decode_body(resp.body or b"", resp.serialize_type)).table
-
-
-def broker_end_offset(addr: str, *, consistency: str = "flushed", timeout: float = 5.0) -> tuple[int, dict[str, str]]:
-    """Ask a running broker how far its commit log is safe: the flushed offset, or (``replicated``) the
-    smaller of it and the best slave acknowledgement. Returns the offset and the runtime table."""
-    table = asyncio.run(_runtime_info(addr, timeout))
-    flushed = int(table.get("commitLogFlushedOffset", "-1"))
-    if flushed < 0:
-        raise ExportError(f"{addr}: the broker did not report commitLogFlushedOffset")
-    if consistency == "flushed":
-        return flushed, table
-    acked = int(table.get("haPush2SlaveMaxOffset", "-1"))
-    if acked < 0:
-        raise ExportError(f"{addr}: no slave acknowledgement reported (is it a master with a slave attached?)")
-    return min(flushed, acked), table
-
-
 # ------------------------------------------------------------------------------------------- CLI
 
 
@@ -483,7 +467,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def export_main(argv: list[str] | None = None) -> int:
-    """``rmq-admin export`` (exit 0 on success, 1 on an export error, 2 on bad arguments)."""
+    """``rmq-admin export`` (exit 0 on success, 1 on an export error, 2 on bad arguments, 3 when there was
+    nothing to export)."""
     parser = argparse.ArgumentParser(prog="rmq-admin export", description="export a broker's commit log")
     add_export_arguments(parser)
     args = parser.parse_args(argv)
@@ -494,19 +479,28 @@ def export_main(argv: list[str] | None = None) -> int:
     args.store_dir = args.store_dir or props.get("storePathRootDir")
     if not args.store_dir:
         parser.error("--store-dir (or storePathRootDir in -c) is required")
+    created = not os.path.exists(args.out)
     try:
         broker_end: int | None = None
         runtime: dict[str, str] = {}
-        if args.broker_addr:
-            broker_end, runtime = broker_end_offset(args.broker_addr, consistency=args.consistency)
+        broker_addr = args.broker_addr or _recorded_broker(args.store_dir)
+        if broker_addr:
+            broker_end, runtime = broker_end_offset(broker_addr, consistency=args.consistency,
+                                                    store_dir=args.store_dir)
         manifest = export_commit_log(
             args.store_dir, args.out, identity=_identity_from(args, props, runtime), up_to=args.up_to,
             broker_end=broker_end,
             split_interval=max(4096, int(args.split_interval_mib * (1 << 20))),
             progress=None if args.quiet else _progress_printer(sys.stderr),
-            source_details={"broker_addr": args.broker_addr, "consistency": args.consistency}
-            if args.broker_addr else None,
+            source_details={"broker_addr": broker_addr, "consistency": args.consistency,
+                            "asked": "--broker-addr" if args.broker_addr else ADDRESS_FILE}
+            if broker_addr else None,
         )
+        if manifest.records == 0:
+            print(f"rmq-admin export: nothing to export: {_nothing_reason(manifest)}; nothing written",
+                  file=sys.stderr)
+            _remove_export(Path(args.out), created)
+            return EXIT_NOTHING
         if args.verify:
             verify_export(args.out, decode=True)
     except (ExportError, OSError) as exc:
@@ -516,6 +510,43 @@ def export_main(argv: list[str] | None = None) -> int:
                "records": manifest.records, "files": len(manifest.files), "mode": manifest.source.get("mode")}
     print(json.dumps(summary))
     return 0
+
+
+def _recorded_broker(store_dir: str) -> str | None:
+    """The address of the broker running on ``store_dir``, as it recorded it; ``None`` when the store is
+    offline, or live with no record (then the export falls back to the checkpoint, and says so)."""
+    live, addr = live_broker(store_dir)
+    if live and addr is None:
+        print(f"rmq-admin export: a broker runs on {store_dir} but recorded no address to ask ({ADDRESS_FILE}); "
+              "exporting up to its checkpoint, which lags what it has flushed by up to a second "
+              "(--broker-addr asks it)", file=sys.stderr)
+    return addr
+
+
+def _nothing_reason(manifest: ExportManifest) -> str:
+    """Why an export holds no record, in the words of its plan."""
+    source = manifest.source
+    if not manifest.files and "broker_end_offset" not in source and "up_to" not in source:
+        return "the store holds no records"
+    if "up_to" in source and source["up_to"] <= manifest.first_offset:
+        return f"--up-to {source['up_to']} is not beyond the first record at offset {manifest.first_offset}"
+    if "broker_end_offset" in source:
+        return (f"the broker has flushed nothing beyond offset {source['broker_end_offset']} "
+                f"({source.get('consistency', 'flushed')})")
+    if "checkpoint_physic_offset" in source or "checkpoint_physic_msg_timestamp" in source:
+        return "the store's checkpoint covers no record yet"
+    return "the store holds no records"
+
+
+def _remove_export(out: Path, created: bool) -> None:
+    """Take back an export that holds nothing: its files and manifest, and the directory when we made it."""
+    for path in sorted(out.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if path.is_dir():
+            path.rmdir()
+        else:
+            path.unlink()
+    if created:
+        out.rmdir()
 
 
 def verify_main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,8 @@ WORKLOADS = {
     "tx": ("pocketmq.bench.tx_bench", "transactional sends beside plain ones, and the latency a commit adds"),
     "spark": ("pocketmq.bench.spark_bench",
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
+    "console": ("pocketmq.bench.console_bench",
+                "the console's list pages with thousands of topics and groups, and its dashboard in chromium"),
     "compare": ("pocketmq.bench.compare.cli",
                 "PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ; writes docs/perf/compare-results.md"),
     "scale": ("pocketmq.bench.scale_bench",

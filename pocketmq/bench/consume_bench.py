@@ -41,6 +41,7 @@ from pocketmq.client.consumer.types import ConsumeFromWhere
 from pocketmq.client.core.message import Message
 from pocketmq.client.core.message_ext import MessageExt
 from pocketmq.client.producer.producer import Producer
+from pocketmq.common.logs import configure_logging
 
 _STAMP = struct.Struct(">q")
 #: Batches in flight while the backlog is written.
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"rmq-bench consume: {problem}", file=sys.stderr)
         return 2
-    _quiet_logs()
+    configure_logging("console", "ERROR")
     with contextlib.ExitStack() as stack:
         if args.namesrv:
             namesrv, broker = args.namesrv, None
@@ -98,13 +99,6 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return "--queues, --pull-batch-size and --consume-threads out of range"
     return None
 
-
-def _quiet_logs() -> None:
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
 
 
 # -- our own cluster -------------------------------------------------------------------------------------------
@@ -308,7 +302,7 @@ async def _wait_assigned(consumer: PushConsumer, topic: str, queues: int) -> Non
 
 def _steady_producer(namesrv: str, topic: str, rate: int, duration: float, size: int, results: Any) -> None:
     """Child process: send at ``rate`` msg/s for ``duration`` seconds with async sends; report the counts."""
-    _quiet_logs()
+    configure_logging("console", "ERROR")
     results.put(uvloop.run(_produce_steadily(namesrv, topic, rate, duration, size)))
 
 

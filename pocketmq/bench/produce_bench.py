@@ -40,6 +40,7 @@ import uvloop
 from pocketmq.bench.common import Child, create_topic, local_cluster, percentiles, pin_self
 from pocketmq.client.core.message import Message
 from pocketmq.client.producer.producer import Producer
+from pocketmq.common.logs import configure_logging
 from pocketmq.remoting.codes import SerializeType
 
 MODES = ("sync", "async", "oneway", "batch")
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"rmq-bench produce: {problem}", file=sys.stderr)
         return 2
-    _quiet_logs()
+    configure_logging("console", "ERROR")
     with contextlib.ExitStack() as stack:
         if args.namesrv:
             namesrv, broker = args.namesrv, None
@@ -97,7 +98,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
     if args.senders is None:
         args.senders = DEFAULT_SENDERS[args.mode]
     if args.pin is None:
-        # One request at a time: each answer wakes the other process; across CPUs that wake-up costs ~100 us on
+        # One request at a time: each answer wakes the other process; across CPUs that wake-up is dear on
         # virtual CPUs, on a shared CPU it is a context switch. Many requests in flight: one CPU each wins.
         args.pin = not (args.mode in ("sync", "batch") and args.senders == 1)
     if args.size < 1 or args.size > 4 * 1024 * 1024:
@@ -112,13 +113,6 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return "--duration and --timeout must be positive, --warmup not negative"
     return None
 
-
-def _quiet_logs() -> None:
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
 
 
 # -- our own cluster -----------------------------------------------------------------------------------------

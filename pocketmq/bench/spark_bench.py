@@ -1,4 +1,4 @@
-"""``rmq-bench spark``: the Spark commit-log reader and the analytics job (issue 8's benchmark, never a test).
+"""``rmq-bench spark``: the Spark commit-log reader and the analytics job (a benchmark, never a test).
 
 1. Generate a store of ``--messages`` records (default 1,000,000) written byte for byte in RocketMQ 4.x's
    layout with the model's reference encoder (:func:`common.record_encoder.encode_record`): five topics with uneven
@@ -40,7 +40,7 @@ from pocketmq.common.record_encoder import encode_blank_into, encode_record
 from pocketmq.common.sysflag import MessageSysFlag
 
 ROOT = Path(__file__).resolve().parents[2]
-START_MS = 1_714_557_600_000  # 2024-05-01T10:00:00Z
+START_MS = 1_714_557_600_000  # 1 May 2024, 10:00 UTC: a fixed start, so every generated store is the same
 TOPICS = (("Orders", 0.40, ("created", "paid", "shipped", "cancelled")),
           ("Payments", 0.25, ("authorised", "captured", "refunded")),
           ("Inventory", 0.15, ("reserved", "released")),

@@ -21,20 +21,17 @@ import argparse
 import asyncio
 import functools
 import gc
-import logging
 import mmap
 import os
 import resource
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import structlog
-
 from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.common.logs import configure_logging
 from pocketmq.common.message import encode_properties
 from pocketmq.common.record_encoder import encode_record
 from pocketmq.store import (
@@ -92,8 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run every workload and print the table (store logs: warnings only, on stderr)."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    configure_logging("console", "WARNING")
     try:
         import uvloop
     except ImportError:  # pragma: no cover

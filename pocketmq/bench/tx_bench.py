@@ -36,6 +36,7 @@ from pocketmq.client.core.message import Message, SendResult
 from pocketmq.client.core.message_ext import MessageExt
 from pocketmq.client.producer.producer import Producer
 from pocketmq.client.producer.transaction import TransactionProducer, TransactionState
+from pocketmq.common.logs import configure_logging
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.senders < 1 or args.senders > 10_000 or args.samples < 1 or args.duration <= 0 or args.size < 1:
         print("rmq-bench tx: --senders 1..10000, --samples >= 1, --duration > 0, --size >= 1", file=sys.stderr)
         return 2
-    _quiet_logs()
+    configure_logging("console", "ERROR")
     args.pin, args.keep_dir = False, False
     with contextlib.ExitStack() as stack:
         if args.namesrv:
@@ -90,13 +91,6 @@ def run(args: argparse.Namespace) -> int:
               f"added p50 latency {summary['tx']['p50_ms'] - summary['single']['p50_ms']:.2f} ms")
     return 0
 
-
-def _quiet_logs() -> None:
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
 
 
 async def _bench(args: argparse.Namespace, namesrv: str, broker_addr: str | None) -> dict[str, Any]:

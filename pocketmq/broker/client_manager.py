@@ -1,6 +1,6 @@
 """Producers and consumers known to the broker, from their heartbeats (HEART_BEAT 34).
 
-Heartbeat bodies come in several dialects (reference §12): enum names (``"CLUSTERING"``) from Java and
+Heartbeat bodies come in several dialects: enum names (``"CLUSTERING"``) from Java and
 JavaScript clients, ordinals (``messageModel:1``) and string ``subVersion`` from the C++ client, empty
 sets omitted, and msgpack from our own SDK. :func:`parse_heartbeat` turns all of them into one typed shape
 (subscriptions are the model's :class:`~pocketmq.common.subscription.SubscriptionData`).

@@ -1,6 +1,6 @@
 """Broker configuration: RocketMQ's flat ``broker.properties`` split into broker and store settings.
 
-Keys are RocketMQ's (reference §9). Broker keys are the camelCase names of :class:`BrokerConfig`'s
+Keys are RocketMQ's. Broker keys are the camelCase names of :class:`BrokerConfig`'s
 fields; store keys are those of :data:`pocketmq.store.config.PROPERTY_NAMES`. A key that is neither is an error.
 Durations keep RocketMQ's units (``registerNameServerPeriod`` in ms) so existing files mean the same here.
 """
@@ -20,55 +20,78 @@ from pocketmq.store.config import PROPERTY_NAMES, BrokerRole, FlushDiskType, Sto
 
 __all__ = ["BrokerConfig", "BrokerRole", "FlushDiskType", "format_broker_config", "load_broker_config"]
 
-#: Keys RocketMQ's sample files carry that PocketMQ accepts and ignores (with the reason in the README).
+#: Keys RocketMQ's sample files carry that PocketMQ accepts and ignores (docs/design/decisions.md says why).
 IGNORED_KEYS = frozenset({"brokerIP2", "transientStorePoolEnable", "sendMessageThreadPoolNums",
                           "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfig:
+    #: The cluster the broker registers under (``clusterList`` groups brokers by it).
     broker_cluster_name: str = "DefaultCluster"
-    broker_name: str = field(default_factory=socket.gethostname)
-    broker_id: int = 0
+    #: The broker group: a master and its slaves share it.
+    broker_name: str = field(default_factory=socket.gethostname, metadata={"default": "the host's name"})
+    #: 0 for a master (forced, as RocketMQ does), above 0 for a slave.
+    broker_id: int = field(default=0, metadata={"unit": ""})
+    #: ASYNC_MASTER, SYNC_MASTER (a send waits for a slave's acknowledgement) or SLAVE.
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    #: Name servers to register with, ``;``-separated (``-n`` on the command line).
     namesrv_addr: str | None = None
+    #: Address the broker's remoting port binds to.
     listen_host: str = "0.0.0.0"
+    #: The broker's remoting port; 0 picks a free one.
     listen_port: int = 10911
     #: The address registered with name servers and written into records (RocketMQ's brokerIP1).
     broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1"})
+    #: A send to an unknown topic creates it from ``TBW102`` (changeable at run time).
     auto_create_topic_enable: bool = True
+    #: A consumer group is created on first use (changeable at run time).
     auto_create_subscription_group: bool = True
+    #: Queues of an auto-created topic (at most what the client asks for).
     default_topic_queue_nums: int = 8
-    broker_permission: int = 6
-    register_name_server_period: int = 30_000
+    #: PERM bits of the whole broker: 6 read and write, 4 read only, 2 write only (changeable at run time).
+    broker_permission: int = field(default=6, metadata={"unit": ""})
+    #: How often the broker registers with every name server.
+    register_name_server_period: int = field(default=30_000, metadata={"unit": "ms"})
+    #: Timeout of one registration request.
     register_broker_timeout_mills: int = 6000
     #: A full registration of many topics goes in RocketMQ's compressed form (see pocketmq.broker.registration).
     compressed_register: bool = True
     #: How often consumer offsets, subscription groups and delay offsets are written (ms).
-    flush_consumer_offset_interval: int = 5000
+    flush_consumer_offset_interval: int = field(default=5000, metadata={"unit": "ms"})
+    #: Client connections silent this long are closed.
     client_channel_max_idle_time_seconds: int = 120
+    #: A master suggests pulling from a slave when a consumer reads data older than the memory share
+    #: ``accessMessageInMemoryMaxRatio`` allows.
     slave_read_enable: bool = False
+    #: Client connections served at once; more are closed when accepted.
     max_connections: int = 4096
-    max_in_flight_per_connection: int = 4096
+    #: Requests of one connection handled at once; more are answered SYSTEM_BUSY.
+    max_in_flight_per_connection: int = field(default=4096, metadata={"unit": "count"})
+    #: Largest frame accepted; a bigger one is answered with an error and the connection closed.
     max_frame_length: int = 16 * 1024 * 1024
+    #: ``MSG_REGION`` in every send response.
     region_id: str = "DefaultRegion"
+    #: ``TRACE_ON`` in every send response.
     trace_on: bool = True
     #: SQL92 subscriptions (``expressionType=SQL92``) are served only when true, as in RocketMQ (default false).
     enable_property_filter: bool = False
     #: Plain ACL (RocketMQ 4.9): every request is checked against :attr:`plain_acl_file` (reloaded on change).
     acl_enable: bool = False
-    #: The ACL file (RocketMQ reads ``$ROCKETMQ_HOME/conf/plain_acl.yml``, or ``-Drocketmq.acl.plain.file``).
-    plain_acl_file: str = "conf/plain_acl.yml"
+    #: The ACL file; empty: ``$ROCKETMQ_HOME/conf/plain_acl.yml`` (where RocketMQ reads it), then
+    #: ``./conf/plain_acl.yml``, and no start without one (see :mod:`pocketmq.broker.acl.service`).
+    plain_acl_file: str = ""
     #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as RocketMQ does.
     trace_topic_enable: bool = False
+    #: The message-trace topic.
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     # --- transactions ---
     #: A half message with no outcome this long (ms) after it was born is checked back with its producer.
-    transaction_time_out: int = 6000
+    transaction_time_out: int = field(default=6000, metadata={"unit": "ms"})
     #: Check-backs per half message; one more and it is discarded to TRANS_CHECK_MAX_TIME_TOPIC.
-    transaction_check_max: int = 15
+    transaction_check_max: int = field(default=15, metadata={"unit": "count"})
     #: How often the check-back service scans the half queue (ms).
-    transaction_check_interval: int = 60_000
+    transaction_check_interval: int = field(default=60_000, metadata={"unit": "ms"})
     #: Refuse prepared messages (NO_PERMISSION), as RocketMQ's rejectTransactionMessage.
     reject_transaction_message: bool = False
     # --- end transactions ---

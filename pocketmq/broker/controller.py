@@ -3,7 +3,7 @@
 Start-up order matters and is spelled out in :meth:`BrokerController.start`: bind the port first (port 0
 picks one, and the store writes the broker's address into every record), open and recover the store,
 register processors, start serving, register with every name server, then start the background services.
-Stop is the reverse, as the issue asks: stop the background services (one call: they are children of one
+Stop is the reverse: stop the background services (one call: they are children of one
 :class:`~pocketmq.common.service.Service`), stop accepting, let in-flight sends finish, flush and close the store,
 unregister.
 """
@@ -16,7 +16,9 @@ import dataclasses
 import shutil
 import struct
 
+from pocketmq.broker import disk_status
 from pocketmq.broker.acl import PlainAclService
+from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.exporter_metrics import ExporterMetrics
@@ -193,6 +195,7 @@ class BrokerController:
         store_config = dataclasses.replace(self.config.store, store_host=self.addr)
         self.store = MessageStore(store_config)
         await self.store.start()
+        disk_status.feed_offsets(self.store, self.offsets, self.delay_offsets)  # what the disk report reads
         await asyncio.to_thread(self._load_metadata)
         if self.config.trace_topic_enable:  # RocketMQ: one queue, read and write
             self.topics.create_system_topic(self.config.msg_trace_topic_name, 1,
@@ -203,6 +206,7 @@ class BrokerController:
         await self._load_transactions(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
+        await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
@@ -301,6 +305,7 @@ class BrokerController:
         await self.groups.journal.close()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
+            await asyncio.to_thread(remove_address, self.store.config.store_path_root_dir, self.addr)
             await self.store.shutdown()
         await self.outer_api.unregister_broker_all(self.identity())
         await self.client.close()
@@ -352,8 +357,8 @@ class BrokerController:
     async def _prepare_queues(self) -> None:
         """For each topic created since the last call, create each queue's first consume-queue file now (empty,
         sparse, not mapped), one after the other in the store's thread, so the first message of each queue only
-        opens it: a new file costs a directory fsync, and the first sends of a new 8-queue topic waited 2-28 ms
-        each (the p999 of sequential sends). Only for topics created by an administrator, at most
+        opens it: a new file costs a directory fsync, which the first send of each queue would otherwise wait
+        for. Only for topics created by an administrator, at most
         :data:`PREPARED_QUEUES_MAX` queues of each, :data:`PREPARE_BACKLOG_MAX` topics waiting, and while the broker
         holds at most :data:`PREPARE_TOPICS_MAX` topics: auto-created and retry topics (and the queues past those
         bounds) create their files on first use. Such a file costs an
@@ -489,6 +494,7 @@ class BrokerController:
                 lambda: [((str(s.address),), max(0, self.store.max_phy_offset - s.ack_offset))
                          for s in self.ha_service.attached_slaves] if self.ha_service and self.store else [])
         ExporterMetrics(self).register(m)  # rocketmq-exporter's names and labels
+        disk_status.register_metrics(m, lambda: self.store)
         m.gauge("pocketmq_ha_master_connected", "Slave: 1 while connected to its master", [],
                 lambda: [((), 1 if self.ha_client.connected else 0)] if self.ha_client else [])
         m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "

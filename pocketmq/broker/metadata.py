@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 
-from pocketmq.broker.config_journal import ConfigJournal, replay
+from pocketmq.broker.config_journal import JOURNAL_SUFFIX, OLD_SUFFIX, ConfigJournal, replay
 from pocketmq.common.topic_config import DataVersion, TopicConfig
+from pocketmq.remoting.route import TopicConfigSerializeWrapper
 from pocketmq.store.metadata import (
     ConsumerOffsetTable,
     DelayOffsetTable,
@@ -50,6 +52,18 @@ def load_topics(path: str) -> StoredTopics:
     if not found and not changed:
         return StoredTopics()
     return StoredTopics(list(table.table.values()), table.data_version)
+
+
+def save_topics(path: str, wrapper: TopicConfigSerializeWrapper) -> None:
+    """Blocking: write ``topics.json`` whole, as the only truth (its journal, if any, goes): for offline tools that
+    prepare a store; a running broker journals its changes instead."""
+    table = TopicConfigTable(path)
+    table.table = dict(wrapper.topic_config_table)
+    table.data_version = wrapper.data_version.copy()
+    table.persist()
+    for stale in (path + JOURNAL_SUFFIX, path + OLD_SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
 
 
 def _topic_name(value: dict[str, object]) -> str:

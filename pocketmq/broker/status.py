@@ -1,5 +1,5 @@
-"""The one place where store statuses become response codes (STYLE habit 5): put statuses for every write
-(send, batch, send-back; reference §5.3) and get statuses for pulls (reference §2.5)."""
+"""The one place where store statuses become response codes: put statuses for every write
+(send, batch, send-back) and get statuses for pulls."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ changed topic (and a table replaced as a whole), to ``on_change``, which the con
 every name server": that topic alone, or the whole table. A deletion is not registered (RocketMQ neither: an
 administrator deletes the topic from the name servers too). A config in the table is never changed in place (a
 change puts a new one), so a shallow copy of the table is a snapshot. Auto-creation follows
-RocketMQ (reference §7): a send to an unknown topic names a default topic (``TBW102``) whose perm has the
+RocketMQ: a send to an unknown topic names a default topic (``TBW102``) whose perm has the
 INHERIT bit; the new topic gets ``min(client queue nums, default write queue nums)`` queues and the
 default's perm without INHERIT.
 """

@@ -1,7 +1,7 @@
 """PocketMQ's model, the ground floor (RocketMQ's ``common`` module): what every process shares.
 
 It imports nothing of PocketMQ's; ``remoting`` and ``store`` stand on it, ``namesrv``, ``client``, ``ha`` and
-``spark_jobs`` above them, ``broker`` on top (see the README's architecture section).
+``spark_jobs`` above them, ``broker`` on top (see docs/design/floors.md).
 
 * :mod:`pocketmq.common.record` — the commit-log record codec (one decoder for recovery, the slave, the SDK's pulls
   and the Spark reader), hosts and offset message ids; :mod:`pocketmq.common.record_encoder` — writing records;

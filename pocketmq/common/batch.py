@@ -1,7 +1,7 @@
 """The body of SEND_BATCH_MESSAGE (RocketMQ's ``MessageDecoder.encodeMessages``): the producer encodes it,
 the broker splits it and stores each entry as a full record (:mod:`pocketmq.common.record`).
 
-One entry per message, all big-endian (reference §4.6)::
+One entry per message, all big-endian::
 
     offset  size  field
     0       4     TOTALSIZE   whole entry, this field included (= 22 + body + properties)

@@ -1,18 +1,21 @@
 """Which build of the hot path runs: the Cython-compiled extension modules or the plain ``.py`` sources.
 
 :data:`MODULES` lists the modules that ``make setup`` / ``pip install`` compile (``setup.py`` reads this list,
-so the build and the runtime agree). Each extension is built in place beside its source
-(``pocketmq/common/record.py`` and ``record.cpython-311-x86_64-linux-gnu.so``); Python's own path finder
-prefers the extension. The finder installed here, before any of those modules can be imported
-(``pocketmq/__init__.py`` imports this module first), picks the source instead when
+so the build and the runtime agree). Each extension is built beside its source, under the same name
+(``pocketmq/common/record.py`` and ``record.cpython-311-x86_64-linux-gnu.so``), and Python's own path finder
+prefers the extension: a plain ``import`` runs the compiled build whenever there is one. Only two cases need
+the source instead, and only then does this module put :class:`SourceFinder` on ``sys.meta_path`` (before any
+of those modules can be imported: ``pocketmq/__init__.py`` imports this module first):
 
 * ``POCKETMQ_PURE_PYTHON=1`` (any value but ``""`` and ``"0"``) is set in the environment, or
-* the source is newer than its extension (an edit since the last build: a stale extension would run old code).
+* a source is newer than its extension (an edit since the last in-place build: a stale extension would run
+  old code).
 
-With no compiler, a failed build or no build at all, there is no extension and the sources run as they always
-did (their ``import cython`` falls back to :mod:`pocketmq.common.pure_mode`). :data:`ACTIVE` says what this
-process runs (the broker logs it at start and reports it as ``compiledBuild`` in GET_BROKER_RUNTIME_INFO). This
-module imports only the standard library.
+An installed package with no such variable leaves the import system as it found it. With no compiler, a
+failed build or no build at all, there is no extension and the sources run as they always did (their
+``import cython`` falls back to :mod:`pocketmq.common.pure_mode`). :data:`ACTIVE` says what this process runs
+(the broker logs it at start and reports it as ``compiledBuild`` in GET_BROKER_RUNTIME_INFO). This module
+imports only the standard library.
 """
 
 from __future__ import annotations
@@ -35,10 +38,6 @@ MODULES: tuple[str, ...] = (
 )
 """The compiled modules: the per-message modules that ran measurably faster compiled (docs/design/compiled.md
 lists what else was tried and why it was left as Python)."""
-
-PACKAGES = frozenset(("pocketmq.common", "pocketmq.remoting", "pocketmq.store", "pocketmq.client"))
-"""The finder looks at these packages' modules only: an extension left beside any source there (from a build
-with a longer :data:`MODULES`) obeys the switch too."""
 
 PURE_ENV = "POCKETMQ_PURE_PYTHON"
 STALE_SLACK_S = 2.0
@@ -77,17 +76,18 @@ def is_stale(source: Path, extension: Path) -> bool:
 
 
 class SourceFinder:
-    """A meta-path finder for the modules of :data:`PACKAGES` that Python would load from an extension: the
-    ``.py`` source instead when the pure build is asked for or the extension is stale, else that extension.
-    It answers nothing for anything else (packages, plain modules, other projects)."""
+    """A meta-path finder for the modules of :data:`MODULES`: the ``.py`` source instead of the extension
+    when the pure build is asked for or the extension is stale, else that extension. It answers nothing for
+    any other module."""
 
     def __init__(self, pure: bool) -> None:
         self.pure = pure
+        self._names = frozenset(MODULES)
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if path is None or ".".join(fullname.split(".", 2)[:2]) not in PACKAGES:
+        if path is None or fullname not in self._names:
             return None
         spec = PathFinder.find_spec(fullname, path)
         if spec is None or spec.origin is None or not isinstance(spec.loader, ExtensionFileLoader):
@@ -99,24 +99,26 @@ class SourceFinder:
         return spec
 
 
-def _active(pure: bool) -> str:
-    if pure:
-        return "pure"
-    compiled = 0
+def _compiled_count() -> tuple[int, int]:
+    """How many modules of :data:`MODULES` have an extension, and how many of those are up to date."""
+    built = fresh = 0
     for name in MODULES:
         extension = extension_path(name)
-        if extension is not None and not is_stale(source_path(name), extension):
-            compiled += 1
-    if compiled == len(MODULES):
-        return "cython"
-    return "partial" if compiled else "pure"
+        if extension is not None:
+            built += 1
+            fresh += not is_stale(source_path(name), extension)
+    return built, fresh
 
 
 def _install() -> str:
     pure = pure_requested()
-    if not any(isinstance(finder, SourceFinder) for finder in sys.meta_path):
+    built, fresh = _compiled_count()
+    needed = built > 0 and (pure or fresh < built)
+    if needed and not any(isinstance(finder, SourceFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, SourceFinder(pure))
-    return _active(pure)
+    if pure or fresh == 0:
+        return "pure"
+    return "cython" if fresh == len(MODULES) else "partial"
 
 
 ACTIVE: str = _install()

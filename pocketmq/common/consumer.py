@@ -3,7 +3,7 @@
 reads it.
 
 A member's value is its Java enum name; members are declared in Java's order, so a member's position is its
-Java ordinal (what the C++ client sends instead of the name, reference §12). :meth:`WireEnum.from_wire` reads
+Java ordinal (what the C++ client sends instead of the name). :meth:`WireEnum.from_wire` reads
 either strictly; the broker, which must accept whatever a client sends, falls back to a default instead
 (``broker.client_manager``).
 """
@@ -58,7 +58,7 @@ class ConsumeType(WireEnum):
 class ConsumeFromWhere(WireEnum):
     """Where a group with no committed offset for a queue starts.
 
-    LAST_OFFSET: the queue's max offset (but see QUERY_CONSUMER_OFFSET's young-queue rule, reference §2.4;
+    LAST_OFFSET: the queue's max offset (but see QUERY_CONSUMER_OFFSET's young-queue rule;
     retry topics start at 0); FIRST_OFFSET: offset 0; TIMESTAMP: the offset found for the consumer's
     ``consume_timestamp``. The three members between them are deprecated in Java and handled as LAST_OFFSET
     by 4.x; they exist so that their names and ordinals read back as the client sent them.

@@ -1,7 +1,7 @@
 """Message properties: RocketMQ's ``MessageConst`` keys, the properties string, one-property lookups, and the
 tag code (Java's ``String.hashCode`` of ``TAGS``) that consume queues store and pulls filter on.
 
-Properties string (reference §4.1)::
+Properties string::
 
     key \\x01 value \\x02 key \\x01 value            RocketMQ 4.9.3+ (what we write)
     key \\x01 value \\x02 key \\x01 value \\x02       older clients (read as well)

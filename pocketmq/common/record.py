@@ -1,7 +1,7 @@
 """The commit-log record of RocketMQ 4.x, pure functions over bytes, no I/O: the one codec that the store
 (appends, recovery, a slave's replay), the SDK (pull responses), the Spark reader and the admin tools use.
 
-Record layout (all integers big-endian, reference §4.1)::
+Record layout (all integers big-endian)::
 
     offset      size    field
     0           4       TOTALSIZE                 whole record, this field included
@@ -38,7 +38,7 @@ written data (:attr:`~pocketmq.common.errors.RecordFormatError.END_OF_DATA`), no
 Hosts travel pre-encoded (``ip bytes + port int32``, 8 or 20 bytes) so that the hot paths pack and unpack
 them as one ``s`` field; they become ``"ip:port"`` strings only when someone asks (:func:`format_host`).
 
-Offset message id (reference §4.5): upper-case hex of ``store ip + port int32 + physical offset int64``:
+Offset message id: upper-case hex of ``store ip + port int32 + physical offset int64``:
 32 characters for IPv4, 56 for IPv6.
 
 Writing a record is :mod:`pocketmq.common.record_encoder`'s. Decoding is :func:`locate_record` (validate one record

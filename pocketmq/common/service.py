@@ -1,4 +1,4 @@
-"""Background work that has an owner (STYLE habit 7): the one base every loop of every process runs on.
+"""Background work that has an owner: the one base every loop of every process runs on.
 
 * :class:`Service` runs one loop (:meth:`Service.run`) as a task it owns; :meth:`Service.stop` cancels it and
   waits until it is gone. A crash of the loop is logged and the loop is restarted after a pause, so a transient

@@ -7,12 +7,12 @@ hash codes (Java ``String.hashCode``, also stored in each consume-queue entry; :
 tags_code_filter`), so different tags with equal codes get through; the consumer filters again by the tag
 string itself (:meth:`SubscriptionData.matches`).
 
-HEART_BEAT shape of one subscription (reference §2.4), written in this key order::
+HEART_BEAT shape of one subscription, written in this key order::
 
     {"classFilterMode":false,"topic":"T","subString":"TagA || TagB","tagsSet":["TagA","TagB"],
      "codeSet":[80804290,80804291],"subVersion":1700000000000,"expressionType":"TAG"}
 
-Heartbeats come in several dialects (reference §12): sets omitted when empty, ``subVersion`` as a string
+Heartbeats come in several dialects: sets omitted when empty, ``subVersion`` as a string
 (the C++ client), codes that are not numbers; :meth:`SubscriptionData.from_json_dict` reads them all.
 """
 

@@ -1,6 +1,6 @@
 """The two ``sysFlag`` bit sets (RocketMQ's ``MessageSysFlag`` and ``PullSysFlag``).
 
-A stored record's SYSFLAG (reference §4.1)::
+A stored record's SYSFLAG::
 
     0x1   COMPRESSED           body deflated; bits 8-10 name the algorithm (0, 3 zlib; 1 LZ4; 2 ZSTD; 4.9.4+)
     0x2   MULTI_TAGS
@@ -10,7 +10,7 @@ A stored record's SYSFLAG (reference §4.1)::
     0x40  NEED_UNWRAP
     0x80  INNER_BATCH
 
-A PULL_MESSAGE request's ``sysFlag`` (reference §2.4): 0x1 COMMIT_OFFSET (the request carries the group's
+A PULL_MESSAGE request's ``sysFlag``: 0x1 COMMIT_OFFSET (the request carries the group's
 offset to commit), 0x2 SUSPEND (long polling), 0x4 SUBSCRIPTION (the request carries its expression instead
 of relying on the heartbeat's), 0x8 CLASS_FILTER, 0x10 LITE_PULL.
 

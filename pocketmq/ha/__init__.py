@@ -1,4 +1,4 @@
-"""Master/slave commit-log replication (RocketMQ 4.x "DefaultHA", seed 000 §3, reference §5).
+"""Master/slave commit-log replication (RocketMQ 4.x "DefaultHA").
 
 * :mod:`pocketmq.ha.wire` — the protocol, pure: 8-byte offset reports up, ``from_offset·size·bytes`` transfers down.
 * :mod:`pocketmq.ha.ports` — the narrow interfaces each part is given: the master's commit log read-only, the slave's

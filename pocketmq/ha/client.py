@@ -1,4 +1,4 @@
-"""The slave's end of replication (RocketMQ's ``HAClient``, reference §5.1-5.2).
+"""The slave's end of replication (RocketMQ's ``HAClient``).
 
 :class:`HAClient` is a service whose loop keeps one connection to the master's HA address (configured,
 set with :meth:`HAClient.update_master_address` when the broker learns it from the name server, or
@@ -24,8 +24,8 @@ reporting its offset, so the master keeps it, and it catches up once space retur
 
 An acknowledgement means what it means in RocketMQ: the bytes are in the slave's commit log. The records
 are checked and dispatched to the consume queues right after, once per read (``dispatch_replicated``), so
-the master's wait does not include the slave's per-record work (1,000 pipelined 128-byte sends to a
-SYNC_MASTER: ~40-55k msg/s with the dispatch before the acknowledgement, ~57-68k after). Bytes that turn out
+the master's wait does not include the slave's per-record work (docs/design/decisions.md has the figures). Bytes
+that turn out
 not to be valid records (damaged in transit) are cut and the slave reconnects from its last valid record;
 the master still holds them and sends them again.
 

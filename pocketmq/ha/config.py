@@ -1,4 +1,4 @@
-"""Replication settings: one frozen dataclass with RocketMQ's defaults (reference §5).
+"""Replication settings: one frozen dataclass with RocketMQ's defaults.
 
 Intervals here are seconds (RocketMQ's properties are milliseconds; :meth:`HAConfig.from_properties`
 converts). The same object configures both ends: a master uses the listen, transfer and waiter settings,
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pocketmq.common.config import from_named_properties
@@ -20,11 +20,12 @@ from pocketmq.ha.wire import DEFAULT_READ_BUFFER_SIZE, TRANSFER_HEADER_SIZE
 class HAConfig:
     """Everything the replication package can be told."""
 
-    ha_listen_host: str = "0.0.0.0"
+    ha_listen_host: str = field(
+        default="0.0.0.0", metadata={"default": "brokerIP1, or listenHost when brokerIP1 is not an address here"})
     """Address the master's HA server binds to (``haListenHost``; the broker defaults it to its own address).
     The 4.x replication protocol carries no authentication: whoever reaches this port can read the commit log
     (as a slave does), so it should be reachable by the slaves only."""
-    ha_listen_port: int = 10912
+    ha_listen_port: int = field(default=10912, metadata={"default": "listenPort + 1"})
     """Master's HA port (RocketMQ forces ``listenPort + 1``; the broker decides). 0 picks a free port."""
     ha_master_address: str = ""
     """Slave: the master's HA address ``host:port`` when configured rather than learned from the name
@@ -36,7 +37,7 @@ class HAConfig:
     with nothing reported."""
     ha_housekeeping_interval: float = 20.0
     """Either end drops a peer it has heard nothing from for this long."""
-    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    ha_slave_fallbehind_max: int = field(default=256 * 1024 * 1024, metadata={"unit": "bytes"})
     """A SYNC_MASTER put whose end offset is further than this beyond the best acknowledgement gets
     SLAVE_NOT_AVAILABLE at once instead of waiting."""
     slave_timeout: float = 3.0

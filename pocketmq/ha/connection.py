@@ -1,4 +1,4 @@
-"""The master's end of one slave connection (RocketMQ's ``HAConnection``, reference §5.1-5.2).
+"""The master's end of one slave connection (RocketMQ's ``HAConnection``).
 
 :class:`HAConnection` is the asyncio protocol of one accepted socket. It is given a
 :class:`pocketmq.ha.ports.ReplicaHub` (to be registered, forgotten, and to report acknowledgements) and a read-only
@@ -6,7 +6,7 @@
 
 * :class:`ReadSocketService` turns the slave's offset reports into a **validated** acknowledgement. The
   first report is the slave's request (where to start). Every report must be at most the master's own
-  max offset (apache/rocketmq#1155/#3015: any peer could otherwise fake acknowledgements and release
+  max offset (apache/rocketmq#1155, apache/rocketmq#3015: any peer could otherwise fake acknowledgements and release
   SYNC_MASTER puts that no slave holds), later ones must never go backwards and never exceed what this
   connection has sent. A report that breaks a rule closes the connection, logged, before it can release
   anyone. One exception: after an ABNORMAL start the master may have lost an unflushed tail that a slave
@@ -33,7 +33,7 @@
   batch instead of one per 32 KiB), and sleeps on an event set by the commit log's growth listener, sending a
   heartbeat header when nothing was sent for ``ha_send_heartbeat_interval``. A put that leaves a whole
   transfer or more unsent (a batch) is sent from the growth listener itself, so the slave works on it while
-  the master stores the rest of the read (SYNC_MASTER batches of 32: ~62k -> ~71-76k msg/s); smaller puts
+  the master stores the rest of the read (docs/design/decisions.md); smaller puts
   are left to the task, which coalesces those of one loop step. It stops sending while the
   transport's buffer is above its high-water mark (the slave is not reading), so what is queued per
   slave is bounded.
@@ -156,8 +156,9 @@ class WriteSocketService(Service):
         self.wakeup = asyncio.Event()
 
     def begin(self, request_offset: int, *, announce: bool = False) -> int:
-        """Choose where to start for a slave whose first report was ``request_offset`` (seed 000 §3:
-        0 -> the beginning of the master's last file; otherwise that offset; before the master's oldest
+        """Choose where to start for a slave whose first report was ``request_offset`` (as RocketMQ's
+        ``HAConnection`` does: 0 -> the beginning of the master's last file; otherwise that offset; before the
+        master's oldest
         file -> that file, loudly). Returns the start offset. ``announce``: the slave is ahead of that
         start, so tell it at once (a heartbeat header when there is nothing to send yet)."""
         commit_log = self._commit_log

@@ -1,4 +1,4 @@
-"""Replica waits of a SYNC_MASTER (RocketMQ's ``GroupTransferService``, reference §5.3).
+"""Replica waits of a SYNC_MASTER (RocketMQ's ``GroupTransferService``).
 
 A put registers a future for its end offset and awaits it next to the flush wait. Waiters sit in a heap
 keyed by end offset; an acknowledgement that advances the replicated watermark completes, in offset

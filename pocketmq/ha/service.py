@@ -1,4 +1,4 @@
-"""The master's replication service (RocketMQ's ``HAService``, reference §5.1 and §5.3).
+"""The master's replication service (RocketMQ's ``HAService``).
 
 :class:`HAService` is the :class:`pocketmq.ha.ports.ReplicaHub` of the master's slave connections and composes
 

@@ -1,4 +1,4 @@
-"""The replication wire protocol (seed 000 §3.1.3, reference §5.2): pure encoders and incremental
+"""The replication wire protocol: pure encoders and incremental
 decoders, no I/O.
 
 There is no handshake and no framing beyond this; all integers are big-endian and signed::

@@ -1,4 +1,4 @@
-"""``RouteInfoManager``: the name server's routing tables and the rules that change them (reference §3.2, §6).
+"""``RouteInfoManager``: the name server's routing tables and the rules that change them.
 
 Tables (the same five as RocketMQ's)::
 
@@ -108,7 +108,7 @@ class RouteInfoManager:
         filter_server_list: list[str] | None,
         channel: object,
     ) -> RegisterBrokerResult:
-        """Record a broker's (re-)registration and, for a master, its topics (reference §3.2)."""
+        """Record a broker's (re-)registration and, for a master, its topics."""
         _check_name(cluster, "clusterName")
         _check_name(broker_addr, "brokerAddr")
         _check_name(broker_name, "brokerName")

@@ -1,6 +1,6 @@
 """Request, response, language and serialize-type codes of the RocketMQ 4.x remoting protocol.
 
-Values are wire values (reference §1.2, §2.1, §2.2); names follow RocketMQ's so that a reader can go
+Values are wire values; names follow RocketMQ's so that a reader can go
 from the Java sources to ours.
 """
 
@@ -14,7 +14,7 @@ class SerializeType(IntEnum):
 
     JSON = 0
     ROCKETMQ = 1
-    #: Our own type for the Python SDK: a msgpack array header, ~3x cheaper than JSON. RocketMQ only
+    #: Our own type for the Python SDK: a msgpack array header, cheaper to encode than JSON. RocketMQ only
     #: uses 0 and 1, so a value far from them (ASCII "M") keeps clear of any future upstream type.
     MSGPACK = 0x4D
 
@@ -79,7 +79,7 @@ class ResponseCode(IntEnum):
 
 
 class RequestCode(IntEnum):
-    """Request codes (the complete 4.9.4 list of reference §2.2)."""
+    """Request codes (RocketMQ 4.9.4's complete list)."""
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
@@ -162,6 +162,13 @@ class RequestCode(IntEnum):
     GET_COMMIT_LOG_TAIL = 9001
     #: RocketMQ 5's batch topic creation: empty header, body ``{"topicConfigList":[TopicConfig JSON, ...]}``.
     UPDATE_AND_CREATE_TOPIC_LIST = 18
+    #: RocketMQ 5's timer-wheel backlog (``TimerMetricsSerializeWrapper``: ``timingCount`` per topic); the console
+    #: reads it and shows "n/a" while a broker answers REQUEST_CODE_NOT_SUPPORTED.
+    GET_TIMER_METRICS = 61
+    #: PocketMQ-private: POP messages handed out and not yet acknowledged. Header ``consumerGroup``, optional
+    #: ``topic``; answer body JSON ``{"inflightTable": [{"topic", "queueId", "inflight"}], "total": n}``. A broker
+    #: without POP answers REQUEST_CODE_NOT_SUPPORTED, which the console shows as "n/a".
+    GET_POP_INFLIGHT_STATS = 9010
 
 
 #: The version number we put in headers: RocketMQ 4.9.4's ``MQVersion`` ordinal (V4_9_4).

@@ -1,6 +1,6 @@
 """``RemotingCommand``: the one message type every request and response on the wire is.
 
-A command carries the seven header fields of reference §1.2 and an opaque body. ``ext_fields`` always
+A command carries the seven header fields of RocketMQ's ``RemotingCommand`` and an opaque body. ``ext_fields`` always
 holds strings on the way out (RocketMQ clients read them unguarded as strings); decoders coerce whatever
 a peer sent (numbers, booleans) into strings on the way in.
 """

@@ -14,13 +14,13 @@ Invariants that the rest of the product relies on:
   no task; an awaitable becomes one task, counted against ``max_in_flight``.
 * Writes are coalesced: frames queued while a batch of input is processed, or within one loop
   iteration, leave in one ``write``/``writelines`` call; outside a read, the first frame is written at
-  once (a lone request does not wait a loop iteration: ~20 µs off the p50 of sequential sends here) and
+  once (a lone request does not wait a loop iteration) and
   the ones after it are coalesced by a flush scheduled when the second one comes. Nothing is scheduled
   for a lone frame: the next input (its answer) or the next flush makes the following frame eager again,
   so a request/answer exchange costs no extra loop iteration on either side. Once 64 KiB of request
   bodies of one read have been handled, the answers so far leave at once: a peer that sent several large
-  batches gets the first answers while the rest is stored, instead of everything at the end (measured:
-  ~60k -> ~70-78k msg/s for 1,000 pipelined 1 KiB sends, whose auto-batches arrive several per read).
+  batches gets the first answers while the rest is stored, instead of everything at the end (pipelined
+  sends, whose auto-batches arrive several per read, gain the most; docs/design/remoting.md).
   When such a request waits for something else (a SYNC_MASTER's replica acknowledgement), reading stops
   until the next loop iteration, so that the other socket is read before the peer's next batch is stored.
 * Every bound (frame size, in-flight requests, pending responses, unflushed output) gives a named error
@@ -83,7 +83,8 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         # Request deadlines: one heap and one timer per connection instead of a timer per request
-        # (call_later + cancel cost ~2.6 µs a request on uvloop). Entries of answered requests are
+        # (a call_later and a cancel per request would cost more than the rest of the bookkeeping). Entries of
+        # answered requests are
         # skipped when they surface, and the heap is rebuilt when they outnumber the live ones.
         self._deadlines: list[tuple[float, int, float]] = []
         self._sweep_handle: asyncio.TimerHandle | None = None
@@ -158,8 +159,8 @@ class Connection(asyncio.Protocol):
         """Large requests are waiting for something else (a SYNC_MASTER's replica acknowledgement on another
         socket): stop reading until the next loop iteration. The event loop would otherwise keep reading this
         socket while it has data (libuv reads up to 32 full buffers per wake-up), so the acknowledgement that
-        answers the first batch is read only after the peer's last one is stored (the SYNC_MASTER W1 lock-step,
-        README "Why SYNC_MASTER waited")."""
+        answers the first batch is read only after the peer's last one is stored (the SYNC_MASTER lock-step of
+        docs/perf/history.md, "Why SYNC_MASTER waited")."""
         transport = self._transport
         if self._read_yielded or transport is None or self._write_paused or transport.is_closing():
             return

@@ -1,6 +1,6 @@
 """JSON as RocketMQ's fastjson writes and reads it.
 
-Two differences from standard JSON matter on the wire (reference §3.1, §12):
+Two differences from standard JSON matter on the wire:
 
 * fastjson writes the keys of a ``Map<Long, String>`` **unquoted**: ``{0:"10.0.0.1:10911"}``. That is not
   JSON, but the Go client parses ``brokerAddrs`` by hand and expects exactly this compact form, and every
@@ -9,7 +9,7 @@ Two differences from standard JSON matter on the wire (reference §3.1, §12):
 * fastjson omits ``null`` fields of beans, so ``None`` values of dicts are left out here.
 * A ``Map<MessageQueue, X>`` (the admin bodies ``TopicStatsTable``, ``ConsumeStats``, ``ResetOffsetBody``,
   ``GetConsumerStatusBody``, ``ConsumerRunningInfo.mqTable``) is written with each key as the key object's
-  own JSON, fields sorted, **unquoted** (apache/rocketmq#1506, #3389)::
+  own JSON, fields sorted, **unquoted** (apache/rocketmq#1506, apache/rocketmq#3389)::
 
       {"offsetTable":{{"brokerName":"broker-a","queueId":2,"topic":"test"}:{"lastUpdateTimestamp":0}}}
 
@@ -98,6 +98,11 @@ def _is_plain(obj: Any) -> bool:
 def _write(obj: Any, parts: list[str], encode_str: _StrEncoder, quote_int_keys: bool) -> None:
     if isinstance(obj, str):
         parts.append(encode_str(obj))
+    elif type(obj) is int:
+        parts.append(str(obj))
+    elif isinstance(obj, dict | list | tuple) and _is_plain(obj):
+        # A plain branch (the values of a map keyed by MessageQueue, say): the C encoder writes it at once.
+        parts.append(json.dumps(obj, separators=(",", ":"), ensure_ascii=quote_int_keys, allow_nan=False))
     elif isinstance(obj, dict):
         _write_dict(obj, parts, encode_str, quote_int_keys)
     elif isinstance(obj, MQKey):
@@ -137,9 +142,9 @@ def _key(key: Any, encode_str: _StrEncoder, quote_int_keys: bool) -> str:
     if isinstance(key, int):
         return f'"{key}"' if quote_int_keys else str(key)
     if isinstance(key, MQKey):
-        parts: list[str] = []
-        _write_dict(key.to_json_dict(), parts, encode_str, quote_int_keys)
-        return "".join(parts)
+        # to_json_dict()'s fields in its order, written directly: admin bodies hold thousands of these keys.
+        return (f'{{"brokerName":{encode_str(key.broker_name)},"queueId":{int(key.queue_id)},'
+                f'"topic":{encode_str(key.topic)}}}')
     raise TypeError(f"keys must be str, int or MQKey, not {type(key).__name__}")
 
 

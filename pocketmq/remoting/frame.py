@@ -1,6 +1,6 @@
 """Sans-I/O frame codec: ``RemotingCommand`` to bytes and back, no sockets involved.
 
-Frame layout (big-endian, reference §1.1)::
+Frame layout (big-endian)::
 
     offset 0   length:u32            = 4 + header_length + body_length (does not count itself)
     offset 4   serialize_type:u8 · header_length:u24

@@ -28,7 +28,8 @@ __all__ = ["GaugeSource", "Metrics", "MetricsServer"]
 
 log = get_logger("pocketmq.remoting.metrics")
 
-#: Request latency buckets (seconds): sends answer in ~100 µs, SYNC_MASTER waits up to slaveTimeout (3 s),
+#: Request latency buckets (seconds): sends answer in well under a millisecond, SYNC_MASTER waits up to
+#: slaveTimeout (3 s),
 #: long-polling pulls are held up to 15-30 s.
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                    15.0, 30.0)

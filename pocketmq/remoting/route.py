@@ -1,4 +1,4 @@
-"""Route and registration bodies shared by the name server, the broker and the client (reference §3); the
+"""Route and registration bodies shared by the name server, the broker and the client; the
 topic configs and data versions inside them are the model's (:mod:`pocketmq.common.topic_config`).
 
 Every shape has ``to_json_dict()`` (Java's field names, keys in fastjson's alphabetical order, ``None``

@@ -12,7 +12,7 @@ ROCKETMQ binary header (big-endian)::
 
 msgpack header: the array ``[code, language, version, opaque, flag, remark, extFields]``.
 
-Decoders are tolerant in what they accept (reference §12: any key order, missing remark/extFields,
+Decoders are tolerant in what they accept (any key order, missing remark/extFields,
 ``extFields`` null or with number/boolean values, language as name or number, a trailing newline) and
 raise :class:`~pocketmq.remoting.errors.ProtocolError` for anything they cannot make sense of. Encoders always
 write ``extFields`` values as strings.

@@ -1,4 +1,4 @@
-"""PocketMQ's analytics over exported commit logs (DESIGN.md, "The analytics job").
+"""PocketMQ's analytics over exported commit logs (docs/analytics.md).
 
 * :mod:`pocketmq.spark_jobs.manifest` — the export format (``manifest.json`` + ``commitlog/``), loading and
   verification; stdlib and the model (``common``) only, so ``admin`` can write exports without Spark installed.

@@ -20,6 +20,7 @@ Exit status: 0 done, 1 an input is unusable (the message names the file and offs
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import sys
 import time
@@ -28,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pocketmq.spark_jobs import analytics
 from pocketmq.spark_jobs.manifest import ExportError, resolve_input, verify_export
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from pocketmq.spark_jobs import analytics
 
 DEFAULT_MASTER = "local[*]"
 
@@ -50,6 +52,8 @@ class JobResult:
 
 def describe_inputs(paths: Sequence[str]) -> list[analytics.ExportMeta]:
     """Each input's manifest facts (raw directories get UNKNOWN cluster/role and -1 records)."""
+    from pocketmq.spark_jobs import analytics  # pyspark: the spark extra, imported when the job runs
+
     metas = []
     for path in paths:
         m = resolve_input(path).manifest
@@ -101,6 +105,7 @@ def run_job(spark: SparkSession, paths: Sequence[str], out_dir: str | Path, *, t
     """The whole job on an existing session (see the module docstring)."""
     from pyspark.sql import functions as F
 
+    from pocketmq.spark_jobs import analytics
     from pocketmq.spark_jobs.report import ReportData, render
     from pocketmq.spark_jobs.source import read_exports
 
@@ -212,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rmq-analytics: --conf wants KEY=VALUE, got {item!r}", file=sys.stderr)
             return 2
         conf[key] = value
+    if importlib.util.find_spec("pyspark") is None:
+        print("rmq-analytics: PySpark is not installed: pip install 'pocketmq[spark]'", file=sys.stderr)
+        return 2
     master = args.master or (None if "PYSPARK_GATEWAY_PORT" in os.environ else DEFAULT_MASTER)
     started = time.monotonic()
     try:  # fail fast, before the JVM starts

@@ -10,7 +10,7 @@ format:
   the PHYSICALOFFSET field must equal the record's position, so a range that starts anywhere but on a
   record boundary fails loudly instead of producing garbage) and builds the columns from its
   :class:`~pocketmq.common.record.MessageRecord` tuples;
-* the vectorised path (numpy over a whole batch of IPv4 records, ~3x faster) reads the fixed header through
+* the vectorised path (numpy over a whole batch of IPv4 records, several times faster) reads the fixed header through
   a numpy record type *derived from* ``common.record.HEADER_STRUCTS[0]`` at import time, and the variable
   parts through the model's constants (``MAX_TOPIC_LENGTH``, ``PROPERTIES_LENGTH``, the separators). It
   applies the decoder's checks in the decoder's order and, when anything is unusual (IPv6 hosts, damage,
@@ -30,7 +30,7 @@ asked for, decompressed when asked for (``SYSFLAG`` bit 0, zlib — what RocketM
 
 Speed. Columns are built in bulk (numpy, ``zip``), properties are split into the map with numpy and Arrow
 kernels, hosts are formatted once per distinct host. The garbage collector is paused while a batch is built
-(records hold no cycles; a full collection every few thousand allocations otherwise cost ~1 µs per row).
+(records hold no cycles; the collections a batch's allocations would trigger are pure cost).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from pocketmq.common.sysflag import MessageSysFlag
 from pocketmq.spark_jobs.manifest import ExportError
 
 DEFAULT_BATCH_ROWS = 32768
-"""Rows per Arrow batch: 4x fewer batches than 8192 read ~1.5x faster through Spark here (``rmq-bench spark``)."""
+"""Rows per Arrow batch: fewer, larger batches read faster through Spark (``rmq-bench spark``)."""
 BATCH_BYTES = 32 << 20
 """A batch also ends after this many bytes of records, so that big bodies keep batches (and memory) small."""
 _CRC_MASK = 0x7FFFFFFF

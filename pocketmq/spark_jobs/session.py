@@ -1,4 +1,4 @@
-"""A SparkSession set up as this project needs it (settings measured in ``spark-notes.md``).
+"""A SparkSession set up as this project needs it.
 
 * Loopback for local masters: ``SPARK_LOCAL_IP``, ``spark.driver.host`` and ``spark.driver.bindAddress`` at
   127.0.0.1, so nothing listens on the machine's external interface; the UI is off unless asked for.

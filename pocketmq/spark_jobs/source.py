@@ -6,10 +6,9 @@
     df = spark.read.format("pocketmq-commitlog").load("/exports/broker-a")          # or .load([a, b])
     df = read_exports(spark, ["/exports/broker-a", "/exports/broker-b"], with_body=True)
 
-Why a Python data source returning Arrow batches: measured on this 2-core machine (spark-notes.md and
-``rmq-bench spark``), it read ~436k rows/s where one Python tuple per row gave ~202k, ``binaryFile`` +
-``mapInArrow`` 258-334k with 3-4 times the JVM memory (and out of memory on one 843 MiB file), and
-``mapInPandas``/UDTF ~200k. It also lets the planner split files at record boundaries, which
+Why a Python data source returning Arrow batches: it read faster than one Python tuple per row, ``binaryFile``
++ ``mapInArrow`` (with several times the JVM memory) and ``mapInPandas``/UDTF (docs/analytics.md has the
+figures). It also lets the planner split files at record boundaries, which
 ``binaryFile`` (one row per whole file) cannot.
 
 Partitions. Each input is resolved on the driver (:func:`pocketmq.spark_jobs.manifest.resolve_input`: a truncated
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
 FORMAT_NAME = "pocketmq-commitlog"
 DEFAULT_SPLIT_SIZE = 64 << 20
 MIN_SPLIT_SIZE = 8 << 20
-"""Each task costs ~60 ms of fixed overhead here (spark-notes.md): keep ranges large."""
+"""Each Spark task has a fixed overhead of tens of milliseconds: keep ranges large."""
 
 
 def _options(options: Any) -> dict[str, str]:

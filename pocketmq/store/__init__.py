@@ -1,5 +1,5 @@
 """PocketMQ's message store: RocketMQ 4.x's commit log, consume queues, flush, recovery and retention,
-as a library with no networking (see ``DESIGN.md``, "The store").
+as a library with no networking (see docs/design/store.md).
 
 The broker uses :class:`MessageStore` with a :class:`StoreConfig`; ``ha`` uses its replication entry points
 and ``spark_jobs`` the model's record decoder (:func:`pocketmq.common.record.decode_record`) only.

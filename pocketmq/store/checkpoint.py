@@ -3,7 +3,7 @@
 Layout (4096 bytes, big-endian)::
 
     offset  size  field
-    0       8     physicMsgTimestamp   store time of the last flushed commit-log record (RocketMQ §4.4)
+    0       8     physicMsgTimestamp   store time of the last flushed commit-log record
     8       8     logicsMsgTimestamp   store time up to which consume queues are flushed (RocketMQ)
     16      8     indexMsgTimestamp    store time up to which the index files are flushed (RocketMQ)
     24      8     physicOffset         PocketMQ: commit-log offset flushed

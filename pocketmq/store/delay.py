@@ -1,4 +1,4 @@
-"""Delayed messages (a DELAY property, reference §8), rewritten as RocketMQ's CommitLog does before the append.
+"""Delayed messages (a DELAY property), rewritten as RocketMQ's CommitLog does before the append.
 
 A message with delay level ``n`` is stored under topic SCHEDULE_TOPIC_XXXX, queue ``n - 1``, with its real topic
 and queue in the REAL_TOPIC/REAL_QID properties; its consume-queue tag code is its delivery time (store time plus

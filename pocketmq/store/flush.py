@@ -1,4 +1,4 @@
-"""Disk flush services (reference §4.3): when written pages reach the disk.
+"""Disk flush services: when written pages reach the disk.
 
 * :class:`FlushRealTimeService` — ASYNC_FLUSH: every ``flush_interval_commit_log`` (500 ms) flush if at
   least ``flush_commit_log_least_pages`` (4) pages are dirty, and everything every

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from structlog.typing import FilteringBoundLogger
+from pocketmq.common.logs import Logger
 
 ArrivalListener = Callable[[str, int, int, int, int], None]
 """(topic, queue id, queue max offset after the new message, tag code, store timestamp)"""
@@ -22,7 +22,7 @@ GrowthListener = Callable[[int], None]
 class StoreListeners:
     """The arrival and growth listeners of one store; ``log`` is the store's bound logger."""
 
-    def __init__(self, log: FilteringBoundLogger) -> None:
+    def __init__(self, log: Logger) -> None:
         self._log = log
         self.arrival: list[ArrivalListener] = []
         self.growth: list[GrowthListener] = []

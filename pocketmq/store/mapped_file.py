@@ -6,13 +6,13 @@ file is known to be on disk. A :class:`MappedFileQueue` is the ordered list of t
 commit log, or one consume queue).
 
 Blocking work never happens on the event loop; the methods that block say so ("blocking") and the
-callers run them in a thread. Three measurements on this project's machine decided how:
+callers run them in a thread. Three facts decided how (the measurements: docs/design/store.md):
 
-* ``mmap.flush()`` (msync) holds the GIL in CPython 3.11 for the whole call (a 70 ms loop stall for
-  128 MiB of dirty pages), while ``os.fdatasync`` releases it. On Linux msync(MS_SYNC) of a shared file
+* ``mmap.flush()`` (msync) holds the GIL in CPython 3.11 for the whole call (a loop stall of tens of
+  milliseconds for a large dirty range), while ``os.fdatasync`` releases it. On Linux msync(MS_SYNC) of a shared file
   mapping is an fsync of that file's range, and dirty mmap pages are ordinary dirty page-cache pages, so
   ``fdatasync(fd)`` flushes exactly the same data; we use it there and msync elsewhere.
-* The first write to a never-touched page of a sparse file costs ~25x a warm write (page allocation,
+* The first write to a never-touched page of a sparse file costs many times a warm write (page allocation,
   zeroing, block reservation) and runs under the GIL; writing into a hole of a full file system raises
   SIGBUS. Files are created sparse (their size costs no disk, as RocketMQ's default), and each
   :class:`MappedFileQueue` keeps a bounded *window* ahead of its write position reserved: in a background
@@ -24,19 +24,22 @@ callers run them in a thread. Three measurements on this project's machine decid
   window is used; the window crosses into the next file, which the allocator creates one ahead), and a
   writer it turns away waits for the reservation (:meth:`MappedFileQueue.wait_room`); only code that runs
   before the store serves (recovery) reserves in its own thread (:meth:`MappedFileQueue.reserve_now`).
-* How the window is warmed decides the event loop's worst case (W3's maximum went from 5-12 ms to 23-87 ms
-  with a warm-up that read each 16 MiB stretch with one ``preadv``). Reading a reserved (unwritten) range
+* How the window is warmed decides the event loop's worst case. Reading a reserved (unwritten) range
   makes the kernel zero-fill its page-cache pages inside the call, in one stretch without a preemption
-  point: 20-25 ms of CPU per refill on this project's 2-CPU VM, during which the loop thread, runnable,
-  waited for a CPU (``perf sched timehist``: 30 ms of scheduling delay while the allocation thread ran
-  23.9 ms on the other CPU). ``preadv`` also zeroed a 16 MiB buffer under the GIL and read 8 MiB past the
-  window (``read_ahead_kb`` is 8192 here), leaving read-ahead marks whose hit by a write fault makes the
-  *loop* thread read (zero-fill) the next 8 MiB. So the window is warmed with ``posix_fadvise(WILLNEED)``
+  point, during which a runnable loop thread may wait for a CPU; a warm-up that reads a whole stretch with
+  one ``preadv`` also zeroes a buffer as large under the GIL and reads past the window (read-ahead),
+  leaving read-ahead marks whose hit by a write fault makes the *loop* thread read (zero-fill) the next
+  read-ahead stretch. So the window is warmed with ``posix_fadvise(WILLNEED)``
   in 1 MiB steps (exactly the range, no read-ahead marks, no buffer, one short kernel stretch per step),
   and the file being written is mapped ``MADV_RANDOM`` (a write fault on a page the warm-up has not reached
   reads that page, not 8 MiB around it); a full file goes back to ``MADV_NORMAL`` for readers.
 * File creation uses a temporary name and a rename, so a crash never leaves a short file that the next
   start would have to guess about.
+* Reading a hole through a mapping is not harmless either: on tmpfs the read fault allocates the page, so
+  on a full tmpfs it raises SIGBUS just as a write does (ext4 maps a zero page). Start-up code that examines
+  files of unknown extent (recovery's scans, cutting a tail) therefore reads only the file's data
+  (:meth:`MappedFile.data_ranges`, ``SEEK_DATA``/``SEEK_HOLE``; a hole reads as zeros, so nothing is lost by
+  skipping it), and a loaded file has nothing reserved until a writer reserves it.
 
 This module is longer than 600 lines: the file, the allocator and the queue share one reservation protocol
 (the queue asks, the allocator's thread reserves and publishes ``reserved``, the writer reads ``limit``),
@@ -66,10 +69,11 @@ FILE_NAME_DIGITS = 20
 _CHUNK = 1 << 20
 _WARM_STEP = 1 << 20
 """Bytes warmed per ``posix_fadvise`` call: the kernel zero-fills a reserved range without a preemption point,
-so each call is one short stretch (~0.5 ms) after which the loop thread can have the CPU (see the module
+so each call is one short stretch after which the loop thread can have the CPU (see the module
 docstring). Between two calls the warming thread needs the GIL back (at most a 5 ms switch interval from a
 busy loop), so warming keeps up with >= 200 MB/s writers."""
 _HAS_FADVISE = hasattr(os, "posix_fadvise")
+_HAS_SEEK_DATA = hasattr(os, "SEEK_DATA")
 _HAS_MADVISE = hasattr(mmap, "MADV_RANDOM")
 _ZEROS = bytes(_CHUNK)
 _PAGE = mmap.PAGESIZE
@@ -241,7 +245,8 @@ class MappedFile:
 
     def write_ahead_only(self, on: bool) -> None:
         """``MADV_RANDOM`` while the file is being written (``on``): a fault reads just its page, never the
-        read-around (8 MiB here) that would zero-fill reserved pages on the event loop; ``MADV_NORMAL`` once
+        read-around (the device's read-ahead) that would zero-fill reserved pages on the event loop;
+        ``MADV_NORMAL`` once
         it is full, so readers of old data get read-ahead again. Cheap (flags of the mapping)."""
         if _HAS_MADVISE and not self._closed:
             with contextlib.suppress(OSError, ValueError):
@@ -318,33 +323,43 @@ class MappedFile:
 
     def zero_from(self, pos: int) -> None:
         """Zero every non-zero byte from ``pos`` to the end of the file (after a truncation, so that old
-        records past the new end can never be mistaken for live ones). Holes of the sparse file read as zeros
-        and are skipped (``SEEK_DATA``): reading them would fault in (and count in the RSS) every page of a
-        mostly empty file, so a store of thousands of consume queues would read gigabytes of zeros at start.
+        records past the new end can never be mistaken for live ones). Only the file's data is read and
+        written (holes are zeros already, and touching one could need a page the disk no longer has).
         Blocking."""
-        while pos < self.file_size:
-            start, stop = self._data_extent(pos)
+        for start, stop in self.data_ranges(pos):
             while start < stop:
                 end = min(start - start % _CHUNK + _CHUNK, stop)
                 if self.view[start:end] != _ZEROS[:end - start]:
                     self.view[start:end] = _ZEROS[:end - start]
                 start = end
-            pos = max(stop, pos + 1) if stop < self.file_size else self.file_size
 
-    def _data_extent(self, pos: int) -> tuple[int, int]:
-        """The next stretch ``[start, stop)`` at or after ``pos`` that may hold data (``(file_size, file_size)``
-        when none is left); the rest of the file when the file system cannot tell holes."""
-        try:
-            start = os.lseek(self.fd, pos, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:
-                return self.file_size, self.file_size
-            return pos, self.file_size
-        try:
-            stop = os.lseek(self.fd, start, os.SEEK_HOLE)
-        except OSError:
-            stop = self.file_size
-        return max(start, pos), min(max(stop, start), self.file_size)
+    def data_ranges(self, start: int = 0) -> Iterator[tuple[int, int]]:
+        """The ``[from, to)`` ranges at or after ``start`` that may hold non-zero bytes: the file's data
+        as ``SEEK_DATA``/``SEEK_HOLE`` see it (whole pages; reserved pages never written may count as
+        holes, which read as zeros anyway). The rest of the file when the file system cannot tell.
+        Blocking (one ``lseek`` per boundary)."""
+        stop = self.file_size
+        if not _HAS_SEEK_DATA:  # pragma: no cover - not Linux
+            if start < stop:
+                yield start, stop
+            return
+        while start < stop and not self._closed:
+            try:
+                begin = os.lseek(self.fd, start, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no data past ``start``
+                    yield start, stop
+                return
+            if begin >= stop:
+                return
+            end = min(os.lseek(self.fd, begin, os.SEEK_HOLE), stop)
+            yield begin, end
+            start = end
+
+    def data_end(self) -> int:
+        """Offset just past the file's last data page (0 for a file that is all hole): what start-up code
+        may read of a file whose positions are not known yet. Blocking."""
+        return max((stop for _start, stop in self.data_ranges()), default=0)
 
 
 #: A reservation to make: (file, or the future of a file still being created; start; end), file-relative.

@@ -42,7 +42,7 @@ class MessageExtBrokerInner:
 
 @dataclass(slots=True)
 class MessageExtBatch:
-    """A SEND_BATCH_MESSAGE: ``body`` is the batch body of reference §4.6 (see
+    """A SEND_BATCH_MESSAGE: ``body`` is the batch body (see
     :func:`pocketmq.common.batch.decode_batch_body`); ``properties`` (the request header's) are appended to every
     entry's own properties. All entries go to ``topic``/``queue_id`` with consecutive queue offsets."""
 

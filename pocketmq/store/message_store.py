@@ -30,6 +30,9 @@ is above ``diskSpaceWarningLevelRatio`` (:mod:`pocketmq.store.retention`), the s
 retention run re-checks, and puts are taken again once the reservation succeeds (:mod:`pocketmq.store.disk_guard`).
 
 Recovery runs once, before any of them is used, in a thread of its own.
+
+This module is longer than 600 lines: it is the store's one facade, every operation other packages call is here,
+each a few lines delegating to the collaborators above.
 """
 
 from __future__ import annotations
@@ -99,7 +102,7 @@ class MessageStore:
         self._is_slave = config.broker_role is BrokerRole.SLAVE
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later,
-                                         self._close_later, self._io_executor)
+                                         self._io_executor)
         self._listeners = StoreListeners(self._log)
         self._put = PutPath(config, self.commit_log, self._queues, self._listeners, lambda: self.is_running,
                             self._log, self._guard.no_space_seen)
@@ -150,8 +153,8 @@ class MessageStore:
         if self.index is not None:
             self._services.add_child(self.index)
             self._listeners.growth.append(self.index.on_growth)
-        releaser = self._services.add_child(periodic("store-cq-release", RELEASE_IDLE_S, self._release_idle_queues))
-        self._queues.on_over_bound = releaser.trigger
+        self._queues.on_over_bound = self._services.add_child(
+            periodic("store-cq-release", RELEASE_IDLE_S, self._queues.release_idle)).trigger
         self.retention = self._services.add_child(RetentionService(
             cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._guard.on_ratio,
             recheck=self._guard.recheck))
@@ -242,7 +245,7 @@ class MessageStore:
 
     def _prepare_commit_log_file(self) -> None:
         """The file to write next, its first window reserved and warmed now, before any write (a cold page
-        costs ~25x a warm one); the next file requested. A full disk leaves the store not writable
+        costs far more than a warm one); the next file requested. A full disk leaves the store not writable
         (it still serves reads). Blocking."""
         queue = self.commit_log.queue
         self._guard.disk = disk_state(self.config.commit_log_dir)
@@ -280,6 +283,7 @@ class MessageStore:
         yield from self.commit_log.queue.files
         for cq in self._queues:
             yield from cq.queue.files
+        yield from self._queues.unclosed
 
     def _update_writable(self) -> None:
         self._put.writable = self._state is _State.RUNNING and not self._is_slave and self._guard.ok
@@ -315,27 +319,6 @@ class MessageStore:
     def writable(self) -> bool:
         """True when puts are accepted (running, not a slave, disk not full)."""
         return self._put.writable
-
-    def _close_later(self, files: list[MappedFile]) -> None:
-        """Close the files of released consume queues: in a thread once the store runs (munmap of a large map
-        is not free), here during recovery; a file a reader still holds is closed by retention later."""
-        if self.retention is None:
-            for mapped in files:
-                mapped.close()
-            return
-        retention = self.retention
-        future = asyncio.get_running_loop().run_in_executor(
-            self._io_executor, lambda: [m for m in files if not m.close()])
-        future.add_done_callback(lambda done: retention.keep_unclosed(done.result())
-                                 if not done.cancelled() and done.exception() is None else None)
-
-    async def _release_idle_queues(self) -> None:
-        """Every ``RELEASE_IDLE_S``, and at once when the bound on mapped consume-queue files is passed: release
-        the queues unused since the last time, then shrink to the bound if still past it."""
-        closing = self._queues.sweep()
-        if closing:
-            self._close_later(closing)
-        await self._queues.shrink()
 
     def _discard_later(self, files: list[MappedFile]) -> None:
         if self.retention is not None:
@@ -375,13 +358,13 @@ class MessageStore:
     def append(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Append and index one message now, with no flush or replica wait (puts go through :meth:`put`;
         replication tests and tools use this to write without waiting). Call :meth:`prepare_queue` first for
-        a queue that is not :meth:`queue_ready`, or this creates its consume-queue file inline (~0.1 ms of
+        a queue that is not :meth:`queue_ready`, or this creates its consume-queue file inline (a short
         blocking I/O, once per file)."""
         return self._put.append(msg)
 
     def append_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         """Append and index a batch now, with no flush or replica wait (puts go through :meth:`put_batch`).
-        Delayed, retry-topic and transactional batches are MESSAGE_ILLEGAL (reference §4.6)."""
+        Delayed, retry-topic and transactional batches are MESSAGE_ILLEGAL."""
         return self._put.append_batch(batch)
 
     def wait_for_flush(self, end_offset: int) -> asyncio.Future[PutMessageStatus]:
@@ -407,13 +390,9 @@ class MessageStore:
         return await self._put.prepare_queue(topic, queue_id)
 
     async def create_queue_files(self, topic: str, queue_ids: Iterable[int]) -> None:
-        """Create, in the allocation thread, the first consume-queue file (empty, sparse, not mapped) of each of
-        ``topic``'s queues that has none, so that its first message only opens it. Failures are logged and left
-        to the first message."""
-        try:
-            await self._queues.create_first_files(topic, queue_ids)
-        except OSError as exc:
-            self._log.warning("consume_queue_file_creation_failed", topic=topic, error=str(exc), when="prepared")
+        """Make, in the allocation thread, each queue's first consume-queue file (empty, not mapped) unless it has
+        one, so its first message only opens it; a failure is logged and left to that message."""
+        await self._queues.create_first_files(topic, queue_ids)
 
     def set_replica_waiter(self, waiter: ReplicaWaiter | None) -> None:
         """On a SYNC_MASTER, every put that waits (WAIT not false) also waits for ``waiter`` (the broker

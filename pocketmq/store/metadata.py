@@ -1,4 +1,4 @@
-"""The broker's JSON metadata files in ``<store root>/config/`` (reference §4.2), as plain data managers
+"""The broker's JSON metadata files in ``<store root>/config/``, as plain data managers
 the broker owns: :class:`TopicConfigTable` (``topics.json``), :class:`ConsumerOffsetTable`
 (``consumerOffset.json``), :class:`SubscriptionGroupTable` (``subscriptionGroup.json``) and
 :class:`DelayOffsetTable` (``delayOffset.json``).
@@ -289,7 +289,7 @@ class DelayOffsetTable(ConfigFile):
 
 @dataclass(slots=True)
 class SubscriptionGroupConfig:
-    """A consumer group's settings with RocketMQ's defaults (reference §8)."""
+    """A consumer group's settings with RocketMQ's defaults."""
 
     group_name: str
     consume_enable: bool = True

@@ -13,7 +13,7 @@ Nothing is written past the reserved window (:mod:`store.mapped_file`). A queue 
 (or missing, or not reserved for the next unit) gets its file and room in a thread before the append, and a
 record the commit log's window does not cover yet (NOT_RESERVED, nothing written) waits for the reservation and
 is appended then: never a blocking call on the loop (:meth:`PutPath.put`). :meth:`PutPath.append` makes both
-inline (~0.1 ms, rare). A reservation that fails with a full disk makes the store refuse puts
+inline (a short blocking call, rare). A reservation that fails with a full disk makes the store refuse puts
 (SERVICE_NOT_AVAILABLE, through ``no_space``) until the retention tick finds space again.
 """
 
@@ -24,8 +24,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from structlog.typing import FilteringBoundLogger
-
+from pocketmq.common.logs import Logger
 from pocketmq.common.message import tags_code_of
 from pocketmq.common.sysflag import MessageSysFlag
 from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC, is_retry_topic
@@ -98,7 +97,7 @@ class PutPath:
     put waited for a file or a reservation."""
 
     def __init__(self, config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
-                 listeners: StoreListeners, is_running: Callable[[], bool], log: FilteringBoundLogger,
+                 listeners: StoreListeners, is_running: Callable[[], bool], log: Logger,
                  no_space: NoSpaceHandler) -> None:
         self.writable = False
         self._no_space = no_space
@@ -182,7 +181,7 @@ class PutPath:
 
     def append_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         """Append and index a batch now, with no flush or replica wait. Delayed, retry-topic and
-        transactional batches are MESSAGE_ILLEGAL (reference §4.6)."""
+        transactional batches are MESSAGE_ILLEGAL."""
         result = self._append_batch(batch, True)
         return result if result is not None else self._inline(functools.partial(self._append_batch, batch, True))
 

@@ -36,6 +36,7 @@ import os
 import resource
 from collections.abc import Callable, Iterable, Iterator
 
+from pocketmq.common.logs import get_logger
 from pocketmq.common.record import DispatchRequest
 from pocketmq.common.sysflag import MessageSysFlag
 from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC
@@ -46,6 +47,7 @@ from pocketmq.store.delay import deliver_time
 from pocketmq.store.errors import ConsumeQueueLimitError
 from pocketmq.store.mapped_file import MappedFile, MappedFileAllocator, file_name_for, run_flush_plan, wait_shared
 
+log = get_logger("pocketmq.store.queue_table")
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TXN_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
 NOT_READY, DISPATCHED, SKIPPED = 0, 1, 2
@@ -96,13 +98,17 @@ def _close_now(files: list[MappedFile]) -> None:
         mapped.close()
 
 
+def _close_all(files: list[MappedFile]) -> list[MappedFile]:
+    """Blocking: close ``files``; those a reader still holds are returned."""
+    return [m for m in files if not m.close()]
+
+
 class ConsumeQueueTable:
     """The consume queues of one store (see the module docstring). ``discard`` destroys files a queue drops
     (through retention once the store runs, so never on the loop)."""
 
     def __init__(self, config: StoreConfig, commit_log: CommitLog, allocator: MappedFileAllocator,
                  discard: Callable[[list[MappedFile]], None],
-                 close: Callable[[list[MappedFile]], None] | None = None,
                  flush_executor: concurrent.futures.Executor | None = None) -> None:
         self.queues: dict[str, dict[int, ConsumeQueue]] = {}
         self._config = config
@@ -110,8 +116,8 @@ class ConsumeQueueTable:
         self._allocator = allocator
         self._discard = discard
         self._delay_levels = config.delay_levels_ms
-        #: closes the files of released queues (in a thread once the store runs; until then, here)
-        self.close_files = close or _close_now
+        #: released queues' files a reader still held when they were closed: tried again at each sweep
+        self.unclosed: list[MappedFile] = []
         #: the bound on mapped consume-queue files (module docstring)
         self.max_mapped = config.max_open_consume_queue_files or default_max_mapped()
         #: queues with mapped files, least recently mapped first
@@ -245,6 +251,28 @@ class ConsumeQueueTable:
         self.releases += 1 if count else 0
         return released
 
+    def close_files(self, files: list[MappedFile]) -> None:
+        """Close released queues' files: in the flush thread when an event loop runs (unmapping a large map is not
+        free), here otherwise (recovery's thread); one a reader still holds is tried again at the next sweep."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.unclosed += _close_all(files)
+            return
+        loop.run_in_executor(self._flush_executor, _close_all, files).add_done_callback(self._keep_unclosed)
+
+    def _keep_unclosed(self, done: asyncio.Future[list[MappedFile]]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self.unclosed += done.result()
+
+    async def release_idle(self) -> None:
+        """Every :data:`RELEASE_IDLE_S`, and at once when the bound is passed: release the queues unused since the
+        last time, then shrink to the bound if still past it."""
+        closing, self.unclosed = self.sweep() + self.unclosed, []
+        if closing:
+            self.close_files(closing)
+        await self.shrink()
+
     def sweep(self) -> list[MappedFile]:
         """Release the queues neither written nor read since the previous sweep, clear the others' bits, and
         recount the mapped files; returns the files to close (in a thread)."""
@@ -363,7 +391,10 @@ class ConsumeQueueTable:
                  for queue_id in queue_ids if self.find(topic, queue_id) is None
                  and self.next_queue_offset(topic, queue_id) == 0]
         if paths:
-            await self._allocator.run(_create_closed, paths, config.mapped_file_size_consume_queue)
+            try:
+                await self._allocator.run(_create_closed, paths, config.mapped_file_size_consume_queue)
+            except OSError as exc:
+                log.warning("consume_queue_file_creation_failed", topic=topic, error=str(exc), when="prepared")
 
     def can_dispatch(self, request: DispatchRequest) -> bool:
         """True when :meth:`dispatch` of ``request`` will neither create a file nor reserve in the caller's

@@ -1,4 +1,4 @@
-"""Start-up recovery: plan from the bytes alone, then apply (STYLE habit 12, reference §4.4).
+"""Start-up recovery: plan from the bytes alone, then apply.
 
 **Plan** (:func:`plan_recovery`, reads only). Two offsets decide everything:
 
@@ -66,6 +66,8 @@ class RecoveryPlan:
 
 def _first_store_timestamp(queue: MappedFileQueue, index: int) -> int:
     mapped = queue.files[index]
+    if mapped.data_end() == 0:  # never written: a hole is not read (see mapped_file)
+        return -1
     size, magic = SIZE_AND_MAGIC.unpack_from(mapped.view, 0)
     if magic != MESSAGE_MAGIC_CODE or size < SYS_FLAG_OFFSET + 4:
         return -1

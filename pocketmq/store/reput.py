@@ -24,9 +24,8 @@ import copy
 import os
 from collections.abc import Callable
 
-from structlog.typing import FilteringBoundLogger
-
 from pocketmq.common.errors import RecordFormatError
+from pocketmq.common.logs import Logger
 from pocketmq.common.record import DispatchRequest
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
@@ -45,7 +44,7 @@ class Reput:
 
     def __init__(self, commit_log: CommitLog, queues: ConsumeQueueTable, listeners: StoreListeners,
                  allocator: MappedFileAllocator, discard: Callable[[list[MappedFile]], None],
-                 log: FilteringBoundLogger) -> None:
+                 log: Logger) -> None:
         self.offset = 0
         #: the record the last dispatch stopped at because its consume queue needs a file or room first
         self.waiting: DispatchRequest | None = None

@@ -1,7 +1,7 @@
 """Status enums and results of the store's operations.
 
-Expected outcomes are statuses, never exceptions (STYLE habit 5); the broker maps each status to a
-response code in one function (reference §5.3 for puts, §2.5 for pulls).
+Expected outcomes are statuses, never exceptions; the broker maps each status to a
+response code in one function (:mod:`pocketmq.broker.status`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pocketmq.common.record_encoder import joined_message_ids
 
 
 class PutMessageStatus(enum.Enum):
-    """Outcome of a put (reference §5.3). The first four mean the message IS stored."""
+    """Outcome of a put. The first four mean the message IS stored."""
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
@@ -52,7 +52,7 @@ class AppendMessageStatus(enum.Enum):
 
 
 class GetMessageStatus(enum.Enum):
-    """Outcome of a read from a consume queue (reference §2.5 maps each to a pull response)."""
+    """Outcome of a read from a consume queue (the broker maps each to a pull response)."""
 
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"

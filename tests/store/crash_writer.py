@@ -13,16 +13,15 @@ import asyncio
 import random
 import sys
 
-import structlog
-
 from pocketmq.common.batch import BatchEntry, encode_batch_body
+from pocketmq.common.logs import configure_logging
 from pocketmq.store import FlushDiskType, MessageExtBatch, MessageStore
 from tests.store.support import msg, small_config
 
 WRITERS = 8
 
 async def main(root: str, seed: int) -> None:
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout carries the ACKs
+    configure_logging()  # stderr: stdout carries the ACKs
     store = MessageStore(small_config(root, flush_disk_type=FlushDiskType.SYNC_FLUSH))
     await store.start()
     print("READY", store.max_phy_offset, flush=True)

@@ -1,4 +1,4 @@
-"""``rmq-bench compare``: PocketMQ side by side with NATS JetStream, Redis Streams and RabbitMQ (issue 9).
+"""``rmq-bench compare``: PocketMQ side by side with NATS JetStream, Redis Streams and RabbitMQ.
 
 Modules: :mod:`workload` (W1-W5, bounded load loops), :mod:`target` (what a broker provides),
 :mod:`peers` (the peer servers as local processes), :mod:`nats_load`, :mod:`redis_load`, :mod:`rabbit_load`

@@ -4,7 +4,8 @@ Tuned (NATS's own high-throughput usage, the row "publish_async"):
 
 * W1/W2: ``in_flight // Tuning.nats_batch`` coroutines, each issuing ``nats_batch`` ``js.publish_async``
   calls and then awaiting their PubAcks together (≤ ``in_flight`` outstanding). One coroutine keeping 1,000
-  futures pending and refilling as each ack lands was 2 to 4x slower here (each refill flushed alone).
+  futures pending and refilling as each ack lands was several times slower (each refill flushed alone;
+  docs/perf/method.md).
 * W4: the pull consumer fetches ``Tuning.nats_fetch`` messages per request.
 
 Naive (the row "naive client"):

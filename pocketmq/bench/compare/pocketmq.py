@@ -27,13 +27,11 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import shutil
 import sys
 import time
 from pathlib import Path
 
-import structlog
 import uvloop
 
 from pocketmq.bench.common import Child, create_topic, local_cluster, wait_for_route, wait_idle
@@ -49,6 +47,7 @@ from pocketmq.bench.compare.workload import (
     pipelined,
 )
 from pocketmq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, SendStatus
+from pocketmq.common.logs import configure_logging
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode
 from pocketmq.remoting.command import RemotingCommand
@@ -57,16 +56,17 @@ QUEUES = 8
 SEND_TIMEOUT = 10.0
 PULL_BATCH_SIZE = 32
 """Messages per pull: RocketMQ's default, and the most a broker with the default
-``maxTransferCountOnMessageInMemory`` (32) answers; larger pulls need that raised on the broker (README, "W4")."""
+``maxTransferCountOnMessageInMemory`` (32) answers; larger pulls need that raised on the broker
+(docs/perf/history.md, "W4")."""
 CONSUME_BATCH_SIZE = 32
-"""Messages per handler call: a whole pull (the sweep 1 / 8 / 32 in README "W4": 1 costs the client ~1.3 µs more
-per message)."""
+"""Messages per handler call: a whole pull (the sweep 1 / 8 / 32 in docs/perf/history.md, "W4": one message per call
+costs the client more per message)."""
 CONSUME_THREADS = 20
 BROKER_NAME = "broker-compare"
 
 
 def quiet_logs() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    configure_logging("console", "ERROR")
 
 
 class PocketClient(SendRuns):

@@ -3,7 +3,7 @@
 One table per workload with each broker's median of the runs, the runs themselves, PocketMQ's (and every
 row's) ratio to the best peer, the servers' CPU and resident memory and the client's CPU; a broker that
 could not be measured keeps its row with the reason. Under each table, each PocketMQ figure as a fraction
-of the machine's limits; then the issue's targets, met or not.
+of the machine's limits; then the project's targets (docs/perf/method.md), met or not.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def limit_fractions(workload: Workload, rows: Sequence[Row], limits: Limits | No
 
 
 def targets_table(checks: Sequence[Check]) -> list[str]:
-    lines = ["## The targets (issues 9 and 15; PocketMQ ASYNC_MASTER unless stated)", "", "| target | figure | met |",
+    lines = ["## The targets (PocketMQ ASYNC_MASTER unless stated)", "", "| target | figure | met |",
              "|---|---|---|"]
     for check in checks:
         met = "n/a" if check.met is None else ("yes" if check.met else "**no**")

@@ -1,8 +1,8 @@
-"""Pure bookkeeping of a comparison: per-run records, per-broker medians, ratios and the issue's targets.
+"""Pure bookkeeping of a comparison: per-run records, per-broker medians, ratios and the project's targets.
 
 No I/O here: the runner fills :class:`RunRecord` and :class:`TargetStatus` objects; :func:`summarise`
 turns the runs of each (broker, workload, mode) into one :class:`Row` of medians; :func:`check_targets`
-evaluates issue 9's targets on those rows and the measured limits.
+evaluates the targets of docs/perf/method.md on those rows and the measured limits.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class Check:
-    """One of the issue's targets: what it asks, the figure, and whether it is met (None: cannot tell)."""
+    """One of the targets: what it asks, the figure, and whether it is met (None: cannot tell)."""
 
     target: str
     figure: str
@@ -140,7 +140,7 @@ def _find(rows: Sequence[Row], target: str, workload: Workload, mode: str = "") 
 
 
 def check_targets(rows: Sequence[Row], pocket: str, pocket_sync: str, echo_idle_p50_us: float | None) -> list[Check]:
-    """The targets of issues 9 and 15 for the ASYNC_MASTER ``pocket`` (and SYNC/ASYNC for ``pocket_sync``)."""
+    """The targets for the ASYNC_MASTER ``pocket`` (and SYNC/ASYNC for ``pocket_sync``)."""
     checks = []
     for workload in (Workload.W1, Workload.W2):
         mine, best = _find(rows, pocket, workload), best_peer(rows, workload)

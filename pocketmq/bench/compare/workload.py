@@ -1,4 +1,4 @@
-"""The five workloads of issue 9 and the pieces every broker's client code shares.
+"""The five workloads (docs/perf/method.md) and the pieces every broker's client code shares.
 
 * W1 — produce ``count`` x 1 KiB messages, each acknowledged, up to ``in_flight`` (1,000) unacknowledged;
 * W2 — the same with 128-byte messages;
@@ -48,8 +48,8 @@ TITLES = {
 
 @dataclass(frozen=True)
 class Tuning:
-    """Each peer's batch sizes in its tuned (best-practice) rows, chosen by a short sweep (README,
-    "Side by side"); ``rmq-bench compare --tune name=value`` overrides one.
+    """Each peer's batch sizes in its tuned (best-practice) rows, chosen by a short sweep (docs/perf/method.md,
+    "Each peer is driven at its best"); ``rmq-bench compare --tune name=value`` overrides one.
 
     * Redis: ``XADD`` in pipelines of ``redis_pipeline`` commands on ``in_flight // redis_pipeline``
       connections (≤ ``in_flight`` outstanding); W4 reads ``XREADGROUP COUNT redis_read_count`` and sends the

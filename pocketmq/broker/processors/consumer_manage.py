@@ -91,7 +91,7 @@ class ConsumerManageProcessor:
         h = QueryConsumerOffsetRequestHeader.from_command(req)
         offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset < 0:
-            # A new group on a queue that still starts at 0 begins at 0 (Java 4.x rule, reference §12).
+            # A new group on a queue that still starts at 0 begins at 0 (Java 4.x rule).
             if self.store.get_min_offset_in_queue(h.topic, h.queue_id) > 0:
                 return req.response(ResponseCode.QUERY_NOT_FOUND,
                                     "Not found, maybe this group consumer boot first")

@@ -1,7 +1,7 @@
 """``PullMessageProcessor``: PULL_MESSAGE (11) with broker-side tag filtering and long polling.
 
-The store's status becomes a response code in :func:`pocketmq.broker.status.get_status_to_response` (reference
-§2.5). A pull that finds nothing and carries the SUSPEND flag is parked in
+The store's status becomes a response code in :func:`pocketmq.broker.status.get_status_to_response`.
+A pull that finds nothing and carries the SUSPEND flag is parked in
 :class:`~pocketmq.broker.long_polling.PullRequestHoldService` until a matching message arrives or its
 ``suspendTimeoutMillis`` passes, then re-run once without suspending. Parking is a coroutine of its own,
 so other requests on the same connection (heartbeats) are answered meanwhile.

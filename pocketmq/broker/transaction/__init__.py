@@ -1,4 +1,4 @@
-"""Transactional messages, as RocketMQ 4.9 keeps them (reference §2.4, END_TRANSACTION and CHECK_TRANSACTION_STATE).
+"""Transactional messages, as RocketMQ 4.9 keeps them (END_TRANSACTION and CHECK_TRANSACTION_STATE).
 
 A prepared send is stored as a *half message* in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with its real topic and queue in
 ``REAL_TOPIC``/``REAL_QID``; END_TRANSACTION commits (the real message is written) or rolls back, and either way an

@@ -1,4 +1,4 @@
-"""Queue allocation: which queues of a topic each consumer of a group reads (reference §8), as pure functions
+"""Queue allocation: which queues of a topic each consumer of a group reads, as pure functions
 the rebalance service (:mod:`pocketmq.client.consumer.rebalance`) applies.
 
 Every consumer of a group computes its own share from the same two lists (all queues of the topic, all

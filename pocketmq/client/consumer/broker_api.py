@@ -1,10 +1,9 @@
 """The broker requests of a consumer (RocketMQ's ``MQClientAPIImpl`` consumer half and ``PullAPIWrapper``), and
-the JSON bodies of those that carry one (GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ,
-reference §2.4).
+the JSON bodies of those that carry one (GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
 
 :class:`ConsumerAPI` is shared by :class:`~pocketmq.client.consumer.pull.PullConsumer` and
 :class:`~pocketmq.client.consumer.push.PushConsumer`. It finds the broker address for each request in the client
-instance's broker tables (:class:`~pocketmq.client.core.route_table.RouteTable`, reference §5.4):
+instance's broker tables (:class:`~pocketmq.client.core.route_table.RouteTable`):
 
 * pulls go to the member the broker last suggested for that queue (``suggestWhichBrokerId``, remembered
   per queue), else that id + 1, else any member of the broker group; a member that refused the connection

@@ -5,7 +5,7 @@ still being processed, or a crash would lose it. :meth:`ProcessQueue.remove` the
 to commit: the lowest queue offset still in flight, or one past the highest offset ever put when nothing
 is left (at-least-once: a crash re-delivers what was in flight, never skips it).
 
-Flow control (reference §8). The pull loop stops pulling a queue for a moment while it holds more than
+Flow control. The pull loop stops pulling a queue for a moment while it holds more than
 ``pull_threshold_for_queue`` messages (1000) or ``pull_threshold_size_for_queue`` body bytes (100 MiB), or,
 for concurrent consumption, while the offsets in flight span more than ``consume_concurrently_max_span``
 (2000): one stuck message must not let the queue run arbitrarily far ahead of its committed offset.

@@ -2,7 +2,7 @@
 (RocketMQ's ``PullAPIWrapper.processPullResult``). The request's sysFlag bits are the model's
 (:class:`pocketmq.common.sysflag.PullSysFlag`).
 
-Response code → status (reference §2.5): 0 SUCCESS → FOUND, 19 PULL_NOT_FOUND → NO_NEW_MSG,
+Response code → status: 0 SUCCESS → FOUND, 19 PULL_NOT_FOUND → NO_NEW_MSG,
 20 PULL_RETRY_IMMEDIATELY → NO_MATCHED_MSG, 21 PULL_OFFSET_MOVED → OFFSET_ILLEGAL; any other code is the
 broker's error (:func:`pocketmq.remoting.errors.error_for_response`). The response header always carries
 ``nextBeginOffset``, ``minOffset``, ``maxOffset`` and ``suggestWhichBrokerId``.

@@ -12,8 +12,8 @@ Usage::
     async with consumer:
         ...                                     # consumes until shutdown
 
-Its keyword arguments are the fields of :class:`~pocketmq.client.consumer.config.ConsumerConfig`. How it works
-(reference §8, §5.4), one module per part:
+Its keyword arguments are the fields of :class:`~pocketmq.client.consumer.config.ConsumerConfig`. How it works,
+one module per part:
 
 * **Rebalance** (:mod:`pocketmq.client.consumer.rebalance`): which queues this consumer reads, every
   ``rebalance_interval`` (20 s) and at once when the group or a route changes; a route that lacks a master

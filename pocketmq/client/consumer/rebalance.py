@@ -56,7 +56,7 @@ async def compute_pull_from_where(
     ``last_offset`` is the group's committed offset (``-1``: none). With none: LAST_OFFSET starts at the
     queue's max offset (retry topics at 0), FIRST_OFFSET at 0, TIMESTAMP at the offset found for
     ``timestamp_ms`` (retry topics at their max offset). Remember that a broker answers QUERY_CONSUMER_OFFSET
-    for a new group with 0 while the queue still starts at 0 (reference §2.4), so on a young queue every
+    for a new group with 0 while the queue still starts at 0, so on a young queue every
     rule starts at 0.
     """
     if last_offset >= 0:

@@ -84,7 +84,7 @@ def consumer_data_json(
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET,
     unit_mode: bool = False,
 ) -> dict[str, Any]:
-    """One entry of a HEART_BEAT body's ``consumerDataSet``, with Java enum names (reference §2.4)."""
+    """One entry of a HEART_BEAT body's ``consumerDataSet``, with Java enum names."""
     return {
         "groupName": group,
         "consumeType": consume_type.value,

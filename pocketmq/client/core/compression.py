@@ -1,4 +1,4 @@
-"""Body compression as RocketMQ 4.x producers and consumers do it (reference §4.1, §7).
+"""Body compression as RocketMQ 4.x producers and consumers do it.
 
 A single message whose body is at least ``compress_over`` bytes (4096) is deflated with zlib at level 5
 and the record's sysFlag gets bit 0x1 (COMPRESSED). Batches are never compressed. Consumers look at the

@@ -1,7 +1,7 @@
 """Received messages: :class:`MessageExt` and the decoding of a ``PULL_MESSAGE`` response body.
 
 The body of a pull response is the stored records concatenated, byte for byte as in the broker's commit
-log (reference §4.5); the record format and its validation are the model's (:mod:`pocketmq.common.record`, whose
+log; the record format and its validation are the model's (:mod:`pocketmq.common.record`, whose
 docstring has the layout), and :func:`decode_messages` builds a :class:`MessageExt` from each record that
 :func:`pocketmq.common.record.locate_record` finds. A pull response may come from a 5.x broker, so the v2 record
 (2-byte topic length) is read too, and bodies are inflated (SYSFLAG 0x1) here.
@@ -196,7 +196,7 @@ class MessageExt:
 
     @property
     def offset_msg_id(self) -> str:
-        """The broker's id of the record (store host + commit-log offset, reference §4.5)."""
+        """The broker's id of the record (store host + commit-log offset)."""
         return message_id(self._store_host_raw, self.commit_log_offset)
 
     @property

@@ -14,7 +14,7 @@
 
 Consumers find the member of a broker group to ask here (:meth:`RouteTable.find_broker_address_in_subscribe`,
 Java's ``findBrokerAddressInSubscribe``): they follow the broker's ``suggestWhichBrokerId`` and fall back to
-any live member of a group whose master is down (reference §5.4).
+any live member of a group whose master is down.
 """
 
 from __future__ import annotations
@@ -218,5 +218,5 @@ class RouteTable:
 
     def find_broker_address_in_admin(self, broker_name: str) -> FindBrokerResult | None:
         """The master of ``broker_name``, else any member (offset commits and queries when the master is
-        down go to a slave, reference §5.4)."""
+        down go to a slave)."""
         return self.find_broker_address_in_subscribe(broker_name, MASTER_ID)

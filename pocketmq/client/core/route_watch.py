@@ -3,9 +3,8 @@
 A broker group whose master goes down leaves the topic's route (the name server drops it when its connection
 closes) and comes back when the restarted master registers again, a few seconds later. A client that fetched
 the route in between holds one without that group until its next 30 s poll: producers send everything to the
-other groups (and when one of those is frozen next, nothing succeeds at all — ``rmq-chaos`` measured a 6.5 s
-cluster-wide outage for one 6.5 s SIGSTOP, because broker-b had been left out of the producers' route since its
-restart), and consumers do not read the group's queues.
+other groups (and when one of those is frozen next, nothing succeeds at all: a chaos run found a cluster-wide
+outage as long as one master's SIGSTOP, docs/testing/chaos.md), and consumers do not read the group's queues.
 
 The client instance (:class:`~client.core.instance.MQClientInstance`) calls :meth:`MasterWatch.topics_to_refresh`
 every :data:`WATCH_INTERVAL` with its routes; a topic whose route lacks the master of a group seen in it during

@@ -1,4 +1,4 @@
-"""The checks a broker applies to a send, applied before sending (reference §7, last bullets).
+"""The checks a broker applies to a send, applied before sending.
 
 Every failure raises :class:`pocketmq.client.errors.InvalidMessageError` (response code 13 MESSAGE_ILLEGAL) with a
 message naming the rule. The producer runs, in order: :func:`check_message` on the message as given,

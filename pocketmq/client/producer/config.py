@@ -27,8 +27,8 @@ __all__ = [
 #: answered with a stored status): what RocketMQ's ``SendMessageHook`` is used for (metrics, tracing, tests).
 SendAttemptHook = Callable[[MessageQueue, BaseException | None, float], object]
 
-#: Auto-batching bounds: messages and encoded bytes per coalesced SEND_BATCH_MESSAGE. With 1,000 sends of 1 KiB
-#: in flight, 256 / 256 KiB gave ~69k msg/s against ~52k for 64 and ~36-54k for 1,024 / 1 MiB (load 2.5).
+#: Auto-batching bounds: messages and encoded bytes per coalesced SEND_BATCH_MESSAGE. The best of the sizes
+#: tried (docs/perf/history.md, "Auto-batching bounds").
 AUTO_BATCH_MAX_MESSAGES = 256
 AUTO_BATCH_MAX_BYTES = 256 * 1024
 

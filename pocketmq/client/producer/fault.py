@@ -1,4 +1,4 @@
-"""Latency fault tolerance: keep sends away from brokers that were slow or failed (seeds 001, 003).
+"""Latency fault tolerance: keep sends away from brokers that were slow or failed (RocketMQ's ``MQFaultStrategy``).
 
 After every attempt the producer reports the broker's latency; a failure counts as 30000 ms. The latency
 maps to an isolation time through two tables read from the top down (the first ``latency_max`` entry the
@@ -11,14 +11,14 @@ latency reaches gives the duration)::
 available again. :class:`MQFaultStrategy` selects queues with it:
 
 1. round-robin, the first queue whose broker is available and is not the broker of the failed previous
-   attempt (``last_broker_name``); RocketMQ once had this check inverted (#1576) and later dropped it;
+   attempt (``last_broker_name``); RocketMQ once had this check inverted (apache/rocketmq#1576) and later dropped it;
 2. else the first available queue even on that broker (it is still better than an isolated one);
 3. else ``pick_one_at_least`` among this topic's brokers (the last one excluded if there is another):
    available first, then reachable (its last attempt got an answer, however slow or negative), then lower
    latency, then earliest end of isolation, round-robin over the better half: when every broker is isolated,
    a slow broker that answers is preferred to one that did not answer at all.
    It returns a broker *name*, and the queue comes from the publish info's own frozen queues: RocketMQ
-   re-pointed the shared cached ``MessageQueue`` here (#7779) and routed later sends to the wrong broker;
+   re-pointed the shared cached ``MessageQueue`` here (apache/rocketmq#7779) and routed later sends to the wrong broker;
 4. else plain selection.
 
 A broker isolated because it did not answer (connect refused, closed connection, timeout) is *unreachable*:

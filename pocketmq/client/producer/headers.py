@@ -1,4 +1,4 @@
-"""The producer's send request headers (reference §2.4), templated for sending.
+"""The producer's send request headers, templated for sending.
 
 Send requests come in two spellings of one header (RocketMQ's ``SendMessageRequestHeader`` and its V2)::
 

@@ -5,8 +5,8 @@ Usage::
     async with Producer("my-group", namesrv_addr="127.0.0.1:9876") as producer:
         result = await producer.send(Message("TopicTest", b"hello", tags="TagA"))
 
-Its keyword arguments are the fields of :class:`~pocketmq.client.producer.config.ProducerConfig`. Four ways to send
-(reference §7, seeds 001/003/004):
+Its keyword arguments are the fields of :class:`~pocketmq.client.producer.config.ProducerConfig`. Four ways to send, as
+RocketMQ's ``DefaultMQProducer`` has them:
 
 * ``await send(msg)`` — sync semantics: up to ``1 + retry_times_when_send_failed`` attempts, all inside one
   overall timeout (``send_msg_timeout``, 3 s), a retry on another broker than the one that just failed.
@@ -199,7 +199,7 @@ class Producer(ClientMember):
 
     def update_topic_route(self, topic: str, route: TopicRouteData | None) -> None:
         """From the instance: the topic's route changed (``None``: forgotten). Publish info is rebuilt, so
-        routes and queues are never changed in place (RocketMQ bug #7779)."""
+        routes and queues are never changed in place (apache/rocketmq#7779)."""
         if route is None:
             self._publish.pop(topic, None)
             return

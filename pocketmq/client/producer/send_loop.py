@@ -3,7 +3,8 @@ retries within one overall budget, and what each attempt reports.
 
 * Up to :attr:`RetryPolicy.attempts` attempts, all inside the send's budget. Each attempt gets what is left
   of it and none starts with less than :data:`MIN_ATTEMPT_BUDGET` left, so a slow first attempt ends the send
-  with a clear "send timeout" instead of a doomed retry with 0 ms (apache/rocketmq #760, #1921). A retry picks
+  with a clear "send timeout" instead of a doomed retry with 0 ms (apache/rocketmq#760, apache/rocketmq#1921). A
+  retry picks
   a queue on another broker than the one that just failed. Which errors are retried is the policy's rule
   (:func:`~pocketmq.client.core.errors.is_retriable_send_error` for ``send``, transport errors only for
   ``send_async``); other errors are raised as they are. A stored-but-not-OK status (FLUSH_DISK_TIMEOUT,
@@ -308,7 +309,7 @@ def send_result(
     response: RemotingCommand, queue: MessageQueue, msg_id: str, masters: Mapping[str, str]
 ) -> SendResult:
     """:func:`~pocketmq.client.core.message.send_result_from_response`, with the common case (SUCCESS and well-formed
-    fields) built directly: it runs once per message, and the general function is ~2 µs slower. An error
+    fields) built directly: it runs once per message, and the general function is measurably slower. An error
     names the broker's address from ``masters`` (looked up only then)."""
     ext = response.ext_fields
     if response.code == ResponseCode.SUCCESS and ext is not None:

@@ -1,6 +1,6 @@
 """Writable queues of a topic and round-robin selection among them (RocketMQ's ``TopicPublishInfo``).
 
-From a name server route (reference §3.1):
+From a name server route:
 
 * with ``orderTopicConf`` (``"brokerName:queueNums;..."``) the queues are exactly those listed, in order;
 * otherwise queue datas are sorted by broker name, and each one with the WRITE permission whose broker

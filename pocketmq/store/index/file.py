@@ -1,4 +1,4 @@
-"""``IndexFile``: one of RocketMQ 4.9's message index files, byte for byte (reference §4.7).
+"""``IndexFile``: one of RocketMQ 4.9's message index files, byte for byte.
 
 Layout (big-endian)::
 

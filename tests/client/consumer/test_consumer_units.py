@@ -66,9 +66,9 @@ async def test_handler_call_maps_results_and_exceptions() -> None:
         assert ms == [msg, msg]
         return ConsumeResult.SUCCESS
 
-    import structlog
+    from pocketmq.common.logs import get_logger
 
-    logger = structlog.get_logger("test")
+    logger = get_logger("pocketmq.tests")
     assert await _handler_call(ok, True, logger)([msg]) is ConsumeResult.SUCCESS
     assert await _handler_call(later, True, logger)([msg]) is ConsumeResult.RECONSUME_LATER
     assert await _handler_call(boom, True, logger)([msg]) is ConsumeResult.RECONSUME_LATER
