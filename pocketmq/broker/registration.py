@@ -275,6 +275,14 @@ class IncrementalRegistration(Service):
         self._waiters.append(waiter)
         return await waiter
 
+    async def stop(self) -> None:
+        """Stop; a caller still waiting (the broker stops under it) gets no results rather than a hang."""
+        await super().stop()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result([])
+
     async def run(self) -> None:
         while True:
             await self._sleep_or_trigger(None)

@@ -130,7 +130,7 @@ class StoreConfig:
     """Most records one query by key answers."""
     default_query_max_num: int = 32
     """``maxNum`` of a query by unique key (the client's own is ignored, as in RocketMQ)."""
-    max_open_consume_queue_files: int = 0
+    max_open_consume_queue_files: int = field(default=0, metadata={"unit": "count"})
     """Consume-queue files mapped at once (each a map and two descriptors); idle queues are released and
     mapped again when used. 0: derived from ``ulimit -n`` and ``vm.max_map_count`` (``store.queue_table``)."""
 

@@ -74,13 +74,15 @@ FIRST_WINDOW = mmap.PAGESIZE // 2
 @dataclass(slots=True)
 class Released:
     """What a released queue keeps of its files: where each starts, the last one's positions, the queue's
-    offsets, and the commit-log offset of its first readable unit's record (-1: none)."""
+    offsets, its first readable unit (None: the queue is empty) and the commit-log offset of that unit's record
+    (-1 for a blank unit)."""
 
     starts: list[int]
     wrote: int
     reserved: int
     min_offset: int
     max_offset: int
+    first_unit: tuple[int, int, int] | None
     first_phys: int
 
 
@@ -122,14 +124,13 @@ class ConsumeQueue:
     def release(self) -> list[MappedFile] | None:
         """Unmap the queue's files (returned, for the caller to close, in a thread once the store runs), keeping
         what is needed to map them again. None (nothing done) when the queue has no files, is released already,
-        or cannot be released now: units not yet flushed, a reservation or the creation of its next file under
-        way. A next file created and not taken yet is closed too (it is all zeros; a later roll opens it)."""
+        or cannot be released now: units not yet flushed, or the creation of its next file under way. A next file
+        created and not taken yet is closed too (it is all zeros; a later roll opens it). A reservation under way
+        may finish on the closed file or find it closed (``MappedFile.reserve`` holds its lock either way); the
+        queue mapped again asks for what its window still lacks."""
         queue = self.queue
         files = queue.files
         if not files or self.released is not None or queue.dirty_bytes() > 0:
-            return None
-        refill = queue.reservation()
-        if refill is not None and not refill.done():
             return None
         tail = files[-1]
         closing = list(files)
@@ -144,7 +145,7 @@ class ConsumeQueue:
         # An empty queue has nothing retention could remove; a blank first unit sends the check to the files.
         first_phys = _NO_RECORD if first is None else (-1 if first[1] == BLANK_UNIT_SIZE else first[0])
         self.released = Released([m.file_from_offset for m in files], tail.wrote_position, tail.reserved,
-                                 min_offset, max_offset, first_phys)
+                                 min_offset, max_offset, first, first_phys)
         queue.files = []
         self.tail = None
         return closing
@@ -393,9 +394,31 @@ class ConsumeQueue:
         return mapped.select(pos, size) if size > 0 else None
 
     def get_unit(self, index: int) -> tuple[int, int, int] | None:
-        """(commit-log offset, size, tag code) of unit ``index``."""
+        """(commit-log offset, size, tag code) of unit ``index``. A released queue answers from what it kept or
+        with one ``pread`` of the file, without being mapped (reports walk every queue)."""
+        released = self.released
+        if released is not None:
+            return self._released_unit(released, index)
         view = self.get_units(index, 1)
         return None if view is None else CQ_UNIT.unpack(view)
+
+    def _released_unit(self, released: Released, index: int) -> tuple[int, int, int] | None:
+        if index == released.min_offset:
+            return released.first_unit
+        byte = index * UNIT_SIZE
+        starts = released.starts
+        if not starts or index < released.min_offset or byte < starts[0]:
+            return None
+        start = starts[min((byte - starts[0]) // self.file_size, len(starts) - 1)]
+        pos = byte - start
+        if pos < 0 or pos + UNIT_SIZE > (released.wrote if start == starts[-1] else self.file_size):
+            return None
+        fd = os.open(os.path.join(self.queue.store_dir, file_name_for(start)), os.O_RDONLY)
+        try:
+            data = os.pread(fd, UNIT_SIZE, pos)
+        finally:
+            os.close(fd)
+        return CQ_UNIT.unpack(data) if len(data) == UNIT_SIZE else None
 
     def get_offset_in_queue_by_time(self, timestamp: int, store_time: StoreTimeLookup) -> int:
         """The first queue offset whose message was stored at or after ``timestamp`` (ms): the min offset

@@ -165,7 +165,8 @@ class ConsumeQueueTable:
         """``cq`` is about to map ``count`` more files: release clean idle queues for room past the bound (and ask
         for a shrink, which flushes the others), or refuse past :attr:`hard_max`."""
         if self.mapped_files + count > self.max_mapped:
-            self._release_clean(count, cq)
+            if self._shrinking is None:  # a shrink under way frees room soon: no scan for each mapping meanwhile
+                self._release_clean(count, cq)
             if self.mapped_files + count > self.max_mapped and self.on_over_bound is not None:
                 self.on_over_bound()
             if self.mapped_files + count > self.hard_max:
@@ -183,11 +184,12 @@ class ConsumeQueueTable:
         with ``count`` more."""
         excess = self.mapped_files + count - int(self.max_mapped * LOW_WATER)
         victims: list[ConsumeQueue] = []
+        chosen: set[ConsumeQueue] = set()
         for second_chance in (True, False):
             for cq in list(self.mapped):
                 if excess <= 0:
                     return victims
-                if cq is keep or cq in victims:
+                if cq is keep or cq in chosen:
                     continue
                 if second_chance and cq.used:
                     cq.used = False
@@ -195,6 +197,7 @@ class ConsumeQueueTable:
                     self.mapped[cq] = None
                     continue
                 victims.append(cq)
+                chosen.add(cq)
                 excess -= len(cq.queue.files)
         return victims
 
@@ -236,7 +239,8 @@ class ConsumeQueueTable:
     async def room_for(self, cq: ConsumeQueue, count: int) -> None:
         """Before an async path maps ``count`` files for ``cq``: past the bound, wait for a shrink first."""
         if self.mapped_files + count > self.max_mapped:
-            self._release_clean(count, cq)
+            if self._shrinking is None:
+                self._release_clean(count, cq)
             if self.mapped_files + count > self.max_mapped:
                 await self.shrink()
 

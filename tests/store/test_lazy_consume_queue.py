@@ -58,6 +58,12 @@ async def test_idle_queues_are_released_and_mapped_again_without_losing_anything
             await eventually(lambda: table.mapped_files <= table.max_mapped, message="shrunk to the bound")
         assert table.releases > 0 and mapped_consume_queue_files(tmp_path) <= table.hard_max
         assert sum(1 for q in range(QUEUES) if (cq := store.find_consume_queue("Many", q)) and cq.released) > 20
+        released = next(cq for q in range(QUEUES) if (cq := store.find_consume_queue("Many", q)) and cq.released)
+        units = [released.get_unit(i) for i in range(3)]  # what a report walking every queue asks
+        assert units[0] is not None and units[1] is not None and units[2] is None
+        assert released.released is not None  # answered without mapping the queue again
+        released.restore()
+        assert [released.get_unit(i) for i in range(3)] == units
         for q in range(QUEUES):  # every read maps its queue again (and others go)
             got = store.get_messages("g", "Many", q, 0, 32)
             assert got.status is GetMessageStatus.FOUND and len(got.message_buffers) == 2
