@@ -103,6 +103,27 @@ def encode_full_body(wrapper: rd.TopicConfigSerializeWrapper, *, compress: bool)
     return rd.encode_register_body(rd.RegisterBrokerBody(wrapper, []), compressed=compressed), compressed
 
 
+class CompactLines:
+    """Each topic's line of the compressed body, kept from one full registration to the next: a round encodes only
+    the topics created or changed since (a config is never changed in place, so identity tells)."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, tuple[TopicConfig, bytes]] = {}
+
+    def lines(self, table: dict[str, TopicConfig]) -> list[bytes]:
+        """The table's lines, in its order; topics gone from it are forgotten."""
+        kept, out = self._lines, []
+        fresh: dict[str, tuple[TopicConfig, bytes]] = {}
+        for name, config in table.items():
+            entry = kept.get(name)
+            if entry is None or entry[0] is not config:
+                entry = (config, rd.compact_line(config))
+            fresh[name] = entry
+            out.append(entry[1])
+        self._lines = fresh
+        return out
+
+
 def _header(me: BrokerIdentity, body: bytes, compressed: bool) -> dict[str, str]:
     return RegisterBrokerRequestHeader(me.broker_name, me.broker_addr, me.cluster, me.ha_server_addr, me.broker_id,
                                        compressed=compressed, body_crc32=rd.body_crc32(body)).to_fields()
@@ -127,6 +148,7 @@ class BrokerOuterAPI:
         self._locks: dict[str, asyncio.Lock] = {}
         #: The last full body: (identity, table version, topic count) it was made for, header fields, body.
         self._full: tuple[tuple[BrokerIdentity, int, int, int], dict[str, str], bytes] | None = None
+        self._compact = CompactLines()
 
     # -- full registration ------------------------------------------------------------------------------------
 
@@ -143,7 +165,12 @@ class BrokerOuterAPI:
         key = (me, version.counter, version.timestamp, len(wrapper.topic_config_table))
         if self._full is not None and self._full[0] == key:
             return self._full[1], self._full[2]
-        body, compressed = await asyncio.to_thread(encode_full_body, wrapper, compress=self.compress)
+        table = wrapper.topic_config_table
+        compressed = self.compress and _compressible(table)
+        if compressed:  # the lines on the loop (most are kept), zlib in a thread (it gives the GIL back)
+            body = await asyncio.to_thread(rd.encode_compressed_register_body, version, self._compact.lines(table), [])
+        else:
+            body, _plain = await asyncio.to_thread(encode_full_body, wrapper, compress=False)
         header = _header(me, body, compressed)
         self._full = (key, header, body)
         return header, body

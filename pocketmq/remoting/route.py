@@ -483,19 +483,24 @@ def decode_register_body(
 
 
 def _encode_compressed(body: RegisterBrokerBody) -> bytes:
-    parts: list[bytes] = []
-
-    def chunk(data: bytes) -> None:
-        parts.append(_INT32.pack(len(data)))
-        parts.append(data)
-
     wrapper = body.topic_config_wrapper
-    chunk(fastjson.dumps(wrapper.data_version.to_json_dict()))
-    parts.append(_INT32.pack(len(wrapper.topic_config_table)))
-    for tc in wrapper.topic_config_table.values():
-        chunk(tc.encode_compact().encode())
-    chunk(fastjson.dumps(list(body.filter_server_list)))
-    return zlib.compress(b"".join(parts), 9)
+    lines = [compact_line(tc) for tc in wrapper.topic_config_table.values()]
+    return encode_compressed_register_body(wrapper.data_version, lines, body.filter_server_list)
+
+
+def compact_line(config: TopicConfig) -> bytes:
+    """One topic of a compressed register body, with its length prefix."""
+    line = config.encode_compact().encode()
+    return _INT32.pack(len(line)) + line
+
+
+def encode_compressed_register_body(version: DataVersion, lines: list[bytes], filter_servers: list[str]) -> bytes:
+    """A compressed REGISTER_BROKER body from its topics' :func:`compact_line`\\ s (a broker may keep them from
+    one registration to the next: only changed topics need encoding again)."""
+    data_version = fastjson.dumps(version.to_json_dict())
+    filters = fastjson.dumps(list(filter_servers))
+    head = _INT32.pack(len(data_version)) + data_version + _INT32.pack(len(lines))
+    return zlib.compress(b"".join((head, *lines, _INT32.pack(len(filters)), filters)), 9)
 
 
 def _inflate(data: bytes) -> bytes:

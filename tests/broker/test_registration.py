@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from pocketmq.broker.controller import BrokerController
-from pocketmq.broker.registration import COMPRESS_MIN_TOPICS, BrokerIdentity, BrokerOuterAPI, encode_full_body
+from pocketmq.broker.registration import (
+    COMPRESS_MIN_TOPICS,
+    BrokerIdentity,
+    BrokerOuterAPI,
+    CompactLines,
+    encode_full_body,
+)
 from pocketmq.common.topic_config import DataVersion, TopicConfig
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.controller import NamesrvController
@@ -155,3 +161,18 @@ async def test_an_unchanged_compressed_registration_is_not_decoded_again(
     finally:
         await client.close()
         await ns.stop()
+
+
+def test_the_compressed_body_keeps_each_topics_line_until_the_topic_changes() -> None:
+    table = {f"T{i}": TopicConfig(f"T{i}", 4, 4, 6) for i in range(300)}
+    kept = CompactLines()
+    first = kept.lines(table)
+    table["T7"] = TopicConfig("T7", 8, 8, 6)
+    del table["T9"]
+    second = kept.lines(table)
+    assert second[0] is first[0] and second[7] is not first[7] and len(second) == 299
+    version = DataVersion(5, 6)
+    body = rd.encode_compressed_register_body(version, second, [])
+    assert body == encode_full_body(rd.TopicConfigSerializeWrapper(table, version), compress=True)[0]
+    assert rd.decode_register_body(body, compressed=True, version=401).topic_config_wrapper.topic_config_table == {
+        name: TopicConfig(name, c.read_queue_nums, c.write_queue_nums, c.perm) for name, c in table.items()}
