@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ConsumeResult,
         ConsumerStateError,
         InvalidMessageError,
+        LitePullConsumer,
         Message,
         MessageBatch,
         MessageExt,
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
         PullStatus,
         PushConsumer,
         RemotingError,
+        ReplyMessageError,
+        RequestExpiredError,
+        RequestTableFullError,
+        RequestTimeoutError,
         ResponseError,
         SendAttemptHook,
         SendCallback,
@@ -57,6 +62,7 @@ if TYPE_CHECKING:
         TransactionProducer,
         TransactionSendResult,
         TransactionState,
+        create_reply_message,
     )
 
 try:
@@ -71,6 +77,7 @@ __all__ = [
     "ConsumeResult",
     "ConsumerStateError",
     "InvalidMessageError",
+    "LitePullConsumer",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -90,6 +97,10 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "RemotingError",
+    "ReplyMessageError",
+    "RequestExpiredError",
+    "RequestTableFullError",
+    "RequestTimeoutError",
     "ResponseError",
     "SendAttemptHook",
     "SendCallback",
@@ -101,6 +112,7 @@ __all__ = [
     "TransactionProducer",
     "TransactionSendResult",
     "TransactionState",
+    "create_reply_message",
 ]
 
 

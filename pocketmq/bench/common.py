@@ -13,10 +13,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import uvloop
 
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
@@ -194,3 +196,32 @@ async def wait_for_route(producer: Producer, topic: str, timeout: float = 30.0) 
                 return
         await asyncio.sleep(0.2)
     raise RuntimeError(f"no route for {topic}")
+
+
+def add_own_cluster_arguments(parser: argparse.ArgumentParser, *, pin: bool = True) -> None:
+    """``--pin`` (default ``pin``), ``--keep-dir`` and ``--json`` of a benchmark that always starts its own cluster."""
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=pin,
+                        help=f"pin the broker and this process to different CPUs (default {'on' if pin else 'off'})")
+    parser.add_argument("--keep-dir", action="store_true", help="keep the cluster's temporary directory")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run_on_own_cluster(args: argparse.Namespace, name: str,
+                       bench: Callable[[Cluster], Coroutine[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
+    """``bench`` on uvloop against :func:`local_cluster` (this process pinned with ``--pin``); its summary gets the
+    load average before and after (the machine may be shared: figures are read beside it)."""
+    load_before = os.getloadavg()
+    with local_cluster(args, name) as cluster:
+        if args.pin:
+            pin_self()
+        summary: dict[str, Any] = uvloop.run(bench(cluster))
+    summary["loadavg_before"], summary["loadavg_after"] = load_before, os.getloadavg()
+    summary["cpus"] = os.cpu_count()
+    return summary
+
+
+def format_load(summary: dict[str, Any]) -> str:
+    """The load-average line of a summary made by :func:`run_on_own_cluster`."""
+    before, after = summary["loadavg_before"], summary["loadavg_after"]
+    return (f"load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
+            f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f} ({summary['cpus']} CPUs)")

@@ -11,6 +11,10 @@ Costs stay per client, not per cluster: the groups each connection's clients are
 closing connection touches its own groups, not all of them), and a heartbeat whose body is byte for byte the one
 the same connection sent last (what a client sends every 30 s while nothing changes) is not parsed again
 (:meth:`ClientManager.known_heartbeat`).
+
+:meth:`ClientManager.find_channel` finds a client's live connection by its client id (RocketMQ's
+``ProducerManager.findChannel``): the broker pushes a request's reply to it (PUSH_REPLY_MESSAGE_TO_CLIENT).
+Every heartbeat indexes its client, producer or consumer, so a client that only consumes is found too.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ _E = TypeVar("_E", bound=WireEnum)
 #: Bounds on what one heartbeat may register: a heartbeat is untrusted input.
 MAX_GROUPS_PER_HEARTBEAT = 1024
 MAX_SUBSCRIPTIONS_PER_GROUP = 1024
+#: Client ids indexed for :meth:`ClientManager.find_channel` at most (connections are capped lower than this).
+MAX_INDEXED_CLIENTS = 65_536
 
 
 def _lenient(value: object, default: _E) -> _E:
@@ -144,6 +150,8 @@ class ClientManager:
         self.producers: dict[str, dict[str, ClientChannel]] = {}
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self._by_conn: dict[Connection, _Registered] = {}
+        #: client id → the channel of its latest heartbeat (see :meth:`find_channel`).
+        self._by_client: dict[str, ClientChannel] = {}
 
     def known_heartbeat(self, conn: Connection, body: bytes) -> tuple[str, ...] | None:
         """When ``body`` is the last heartbeat ``conn`` sent (and nothing unregistered its clients since): its
@@ -185,6 +193,7 @@ class ClientManager:
         if registered is None:
             registered = self._by_conn[conn] = _Registered()
         client_id = data.client_id
+        self._index(self._channel(self._by_client.get(client_id), client_id, conn, now, language, version))
         for group in data.producer_groups:
             channels = self.producers.setdefault(group, {})
             channels[client_id] = self._channel(channels.get(client_id), client_id, conn, now, language, version)
@@ -209,27 +218,39 @@ class ClientManager:
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> list[str]:
         if producer_group:
-            self._forget_heartbeat(self.producers.get(producer_group, {}).pop(client_id, None))
+            self._forget(self.producers.get(producer_group, {}).pop(client_id, None), producer_group, False)
         changed = []
         if consumer_group:
             info = self.consumers.get(consumer_group)
             channel = info.channels.pop(client_id, None) if info is not None else None
             if channel is not None:
-                self._forget_heartbeat(channel)
+                self._forget(channel, consumer_group, True)
                 changed.append(consumer_group)
         return changed
 
-    def _forget_heartbeat(self, channel: ClientChannel | None) -> None:
-        """The next heartbeat over ``channel``'s connection is parsed again (its clients changed meanwhile)."""
+    def _forget(self, channel: ClientChannel | None, group: str, consumer: bool) -> None:
+        """``channel``'s client left ``group``: its connection's next heartbeat is parsed again, and the client is
+        no longer found by id once it is in no group over that connection."""
         registered = self._by_conn.get(channel.connection) if channel is not None else None
-        if registered is not None:
-            registered.body = b""
+        if channel is None or registered is None:
+            return
+        registered.body = b""
+        (registered.consumers if consumer else registered.producers).discard((group, channel.client_id))
+        client_id = channel.client_id
+        if not any(cid == client_id for pairs in (registered.producers, registered.consumers) for _g, cid in pairs):
+            indexed = self._by_client.get(client_id)
+            if indexed is not None and indexed.connection is channel.connection:
+                del self._by_client[client_id]
 
     def connection_closed(self, conn: Connection) -> list[str]:
         """Forget every client registered over ``conn``; returns consumer groups that changed."""
         registered = self._by_conn.pop(conn, None)
         if registered is None:
             return []
+        for _group, client_id in (*registered.producers, *registered.consumers):
+            indexed = self._by_client.get(client_id)
+            if indexed is not None and indexed.connection is conn:
+                del self._by_client[client_id]
         for group, client_id in registered.producers:
             channels = self.producers.get(group)
             if channels is not None and (ch := channels.get(client_id)) is not None and ch.connection is conn:
@@ -241,6 +262,20 @@ class ClientManager:
                 del info.channels[client_id]
                 changed.add(group)
         return sorted(changed)
+
+    def find_channel(self, client_id: str) -> ClientChannel | None:
+        """The live channel of the client ``client_id`` (any group), None when it is not connected."""
+        channel = self._by_client.get(client_id)
+        return channel if channel is not None and not channel.connection.is_closed else None
+
+    def _index(self, channel: ClientChannel) -> None:
+        by_client = self._by_client
+        if channel.client_id not in by_client and len(by_client) >= MAX_INDEXED_CLIENTS:
+            for cid in [cid for cid, ch in by_client.items() if ch.connection.is_closed]:
+                del by_client[cid]
+            if len(by_client) >= MAX_INDEXED_CLIENTS:
+                return  # a connection that heartbeats for thousands of made-up ids gets no more of them indexed
+        by_client[channel.client_id] = channel
 
     def producer_count(self) -> int:
         return sum(len(g) for g in self.producers.values())

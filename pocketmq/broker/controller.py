@@ -20,7 +20,7 @@ from pocketmq.broker import disk_status
 from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
-from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
 from pocketmq.broker.exporter_metrics import ExporterMetrics
 from pocketmq.broker.filter import ConsumerFilterManager
 from pocketmq.broker.ids_change import ConsumerIdsChangeNotifier
@@ -42,6 +42,7 @@ from pocketmq.broker.processors.commit_log_tail import CommitLogTailProcessor
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.query import QueryMessageProcessor
+from pocketmq.broker.processors.reply import ReplyMessageProcessor
 from pocketmq.broker.processors.send import SendMessageProcessor
 from pocketmq.broker.registration import (
     REJOIN_CHECK_INTERVAL,
@@ -126,6 +127,7 @@ class BrokerController:
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
+        self.replies: ReplyMessageProcessor | None = None
         self.store: MessageStore | None = None
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
@@ -185,7 +187,7 @@ class BrokerController:
 
     def identity(self) -> BrokerIdentity:
         return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, self.config.broker_id,
-                              self.addr, f"{self.config.broker_ip1}:{self.ha_port}")
+                              self.addr, f"{ha_address_host(self.config)}:{self.ha_port}")
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -274,8 +276,11 @@ class BrokerController:
                                                       enable_property_filter=self.config.enable_property_filter)
         query = QueryMessageProcessor(store=store)
         tail = CommitLogTailProcessor(store=store, role=lambda: self.config.broker_role.name)
+        self.replies = ReplyMessageProcessor(
+            send=send, clients=self.clients, broker_addr=lambda: self.addr, region_id=self.config.region_id,
+            store_reply=lambda: self.config.store_reply_message_enable, trace_on=self.config.trace_on)
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
-                          tail, *admin_more):
+                          tail, self.replies, *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
@@ -428,6 +433,8 @@ class BrokerController:
         """HA keys, the transaction keys, and ``compiledBuild``: ``cython``, ``pure`` or ``partial`` (see
         :mod:`pocketmq.common.compiled`)."""
         info = {**self._ha_runtime_info(), "compiledBuild": compiled.ACTIVE}
+        if self.replies is not None:
+            info.update(self.replies.runtime_info())
         if self.transactions is not None:
             info.update(self.transactions.runtime_info())
         return info

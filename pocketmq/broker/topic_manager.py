@@ -25,6 +25,7 @@ from pocketmq.common.topic import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_SELF_TEST_TOPIC,
     is_retry_topic,
+    reply_topic,
 )
 from pocketmq.common.topic_config import DataVersion, PermName, TopicConfig
 from pocketmq.remoting.route import TopicConfigSerializeWrapper
@@ -69,6 +70,7 @@ class TopicConfigManager:
             TopicConfig(RMQ_SYS_SCHEDULE_TOPIC, schedule_nums, schedule_nums, rw),
             TopicConfig(cluster, 16, 16, rw | inherit),
             TopicConfig(broker, 1, 1, rw | inherit),
+            TopicConfig(reply_topic(cluster), 1, 1, rw),  # where replies are sent (request-reply)
         ]
         if self.auto_create_topic_enable:
             topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, default_nums, default_nums, rw | inherit))

@@ -153,6 +153,8 @@ class RequestCode(IntEnum):
     QUERY_DATA_VERSION = 322
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
+    #: Broker to requesting client: a reply (header ReplyMessageRequestHeader, body the reply's body).
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     GET_TOPIC_CONFIG = 351
