@@ -125,7 +125,8 @@ async def test_idle_queues_cost_nothing_at_start_and_a_used_queue_one_page(tmp_p
         first = tmp_path / "consumequeue" / "Idle" / "3" / f"{0:020d}"
         assert exists(first) and pages_on_disk(first) == 0 and store.find_consume_queue("Idle", 3) is None
         assert (await store.put_message(msg("Idle", b"one", queue_id=3))).is_ok
-        await eventually(lambda: store.flushed_phy_offset == store.max_phy_offset)
+        await eventually(lambda: store.get_max_offset_in_queue("Idle", 3) == 1, message="dispatched")
+        await eventually(lambda: pages_on_disk(first) >= 1, message="the unit's page on disk")
         assert pages_on_disk(first) == 1  # one message: one page reserved, not the 64 KiB window
         assert not exists(tmp_path / "consumequeue" / "Idle" / "3" / f"{20 * 300_000:020d}")  # no next file yet
     finally:
