@@ -41,7 +41,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP) compiled install-chromium docker-engine
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 # The byte-exact codec tests and the compiled-build check from the plain sources (CI runs them beside `test`).
 test-pure: $(STAMP)

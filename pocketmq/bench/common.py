@@ -54,8 +54,8 @@ class Child:
                 self._ready.set()
         self._ready.set()
 
-    def wait_ready(self) -> str:
-        if not self._ready.wait(READY_TIMEOUT) or not self.addr:
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> str:
+        if not self._ready.wait(timeout) or not self.addr:
             self.stop()
             raise RuntimeError(f"{self.popen.args!r} did not become ready:\n" + "\n".join(self.tail))
         return self.addr

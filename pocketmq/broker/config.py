@@ -61,6 +61,8 @@ class BrokerConfig:
     register_name_server_period: int = field(default=30_000, metadata={"unit": "ms"})
     #: Timeout of one registration request.
     register_broker_timeout_mills: int = 6000
+    #: A full registration of 100 topics or more goes in RocketMQ's compressed form (Java name servers read it).
+    compressed_register: bool = True
     #: How often consumer offsets, subscription groups and delay offsets are written (ms).
     flush_consumer_offset_interval: int = field(default=5000, metadata={"unit": "ms"})
     #: Client connections silent this long are closed.
