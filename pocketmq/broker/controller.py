@@ -17,7 +17,7 @@ import shutil
 import struct
 import time
 
-from pocketmq.broker import disk_status
+from pocketmq.broker import disk_status, master_services
 from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
@@ -35,8 +35,7 @@ from pocketmq.broker.metadata import (
 )
 from pocketmq.broker.pop.long_polling import PopLongPollingService
 from pocketmq.broker.pop.processors import PopProcessor
-from pocketmq.broker.pop.revive import PopReviveService
-from pocketmq.broker.pop.service import PopService, PopSettings
+from pocketmq.broker.pop.service import PopService
 from pocketmq.broker.processors.admin import AdminBrokerProcessor
 from pocketmq.broker.processors.admin_clients import AdminClientsProcessor
 from pocketmq.broker.processors.admin_config import AdminConfigProcessor
@@ -69,7 +68,6 @@ from pocketmq.broker.transaction.end import EndTransactionProcessor
 from pocketmq.broker.transaction.service import TransactionalMessageService
 from pocketmq.common import compiled
 from pocketmq.common.logs import get_logger
-from pocketmq.common.record import parse_host_port
 from pocketmq.common.service import Service, on_demand, periodic
 from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.ha.client import HAClient
@@ -365,6 +363,8 @@ class BrokerController:
     def _topics_changed(self, config: TopicConfig | None) -> None:
         """A topic was created or changed: register it alone, at once; the whole table was replaced (a slave
         took its master's): a full registration now."""
+        if not self._running:
+            return  # created while starting (system topics): the first full registration carries them
         if config is None:
             self._registration.trigger()
         else:
@@ -437,47 +437,25 @@ class BrokerController:
             timeout_ms=self.config.ha_tail_recovery_timeout_ms).run()
 
     async def _load_transactions(self, store: MessageStore) -> None:
-        """Masters: rebuild the transaction bookkeeping from the half and op queues, then check back with
-        producers every ``transactionCheckInterval`` (slaves replicate the queues and never check back)."""
-        if not self.config.is_master:
-            return
-        c = self.config
-        self.transactions = TransactionalMessageService(
-            store, self.offsets, born_host=parse_host_port(self.addr),
-            on_stored=self._on_stored if self.metrics else self.stats.on_put)
-        await self.transactions.load()
-        self.transaction_check = TransactionalMessageCheckService(
-            self.transactions, self.clients, self.topics, interval_ms=c.transaction_check_interval,
-            timeout_ms=c.transaction_time_out, check_max=c.transaction_check_max)
+        """Masters: the transaction bookkeeping rebuilt from the half and op queues, and the check-back service."""
+        if self.config.is_master:
+            self.transactions, self.transaction_check = await master_services.load_transactions(
+                self.config, store, self.offsets, self.clients, self.topics, self.addr,
+                self._on_stored if self.metrics else self.stats.on_put)
 
     async def _start_pop(self, store: MessageStore) -> None:
-        """Masters: rebuild POP's state from the revive log, then revive expired messages and write state
-        snapshots in the background (slaves replicate the records and serve no POP)."""
-        if not self.config.is_master:
-            return
-        c = self.config
-        self.pop = PopService(
-            store=store, topics=self.topics, groups=self.groups, offsets=self.offsets, hold=self.pop_hold,
-            settings=PopSettings(broker_name=c.broker_name, cluster_name=c.broker_cluster_name,
-                                 revive_queue_num=c.revive_queue_num,
-                                 pop_from_retry_probability=c.pop_from_retry_probability,
-                                 inflight_threshold=c.pop_inflight_message_threshold,
-                                 max_invisible_time=c.max_invisible_time_mills),
-            store_addr=self.addr)
-        await self.pop.recover()
-        self._services.add_child(PopReviveService(self.pop, c.revive_interval))
-        self._services.add_child(periodic("pop-snapshot", c.pop_state_snapshot_interval / 1000,
-                                          self.pop.write_snapshot))
+        """Masters: POP's state rebuilt from the revive log, revive and snapshots in the background."""
+        if self.config.is_master:
+            self.pop, services = await master_services.start_pop(
+                self.config, store, self.topics, self.groups, self.offsets, self.pop_hold, self.addr)
+            for service in services:
+                self._services.add_child(service)
 
     async def _start_timer(self, store: MessageStore) -> None:
-        """Masters: take back the pending timer messages, then deliver them when due (slaves replicate the timer
-        queue and its checkpoints and deliver nothing)."""
-        if not self.config.is_master:
-            return
-        self.timer = TimerMessageService(store, self.topics, self.addr)
-        await self.timer.recover()
-        store.add_arrival_listener(self.timer.on_arrival)
-        self._services.add_child(self.timer)
+        """Masters: the pending timer messages taken back and delivered when due (slaves deliver nothing)."""
+        if self.config.is_master:
+            self.timer = await master_services.start_timer(store, self.topics, self.addr)
+            self._services.add_child(self.timer)
 
     def _rewind_guard(self, store: MessageStore) -> RewindGuard | None:
         """After an abnormal start of a master: each queue's end as recovery left it (pocketmq.broker.rewind_guard)."""
