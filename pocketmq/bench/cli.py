@@ -20,12 +20,16 @@ WORKLOADS = {
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
     "failover": ("pocketmq.bench.failover_bench",
                  "controller mode: SIGKILL/SIGSTOP of a master to the first SEND_OK on the new one, over many rounds"),
+    "pop-timer": ("pocketmq.bench.pop_timer_bench",
+                  "RocketMQ 5: POP receive+ack beside the push consumer (W4), timer lateness, RSS of pending timers"),
     "console": ("pocketmq.bench.console_bench",
                 "the console's list pages with thousands of topics and groups, and its dashboard in chromium"),
     "compare": ("pocketmq.bench.compare.cli",
                 "PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ; writes docs/perf/compare-results.md"),
     "reply": ("pocketmq.bench.reply_bench", "request-reply round trip through a live consumer beside W3's lone send"),
     "lite-pull": ("pocketmq.bench.lite_pull_bench", "LitePullConsumer.poll reading a backlog beside the push W4"),
+    "scale": ("pocketmq.bench.scale_bench",
+              "thousands of topics, groups, queues and clients: growth curves of latency, memory, files, CPU"),
 }
 
 

@@ -54,8 +54,8 @@ class Child:
                 self._ready.set()
         self._ready.set()
 
-    def wait_ready(self) -> str:
-        if not self._ready.wait(READY_TIMEOUT) or not self.addr:
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> str:
+        if not self._ready.wait(timeout) or not self.addr:
             self.stop()
             raise RuntimeError(f"{self.popen.args!r} did not become ready:\n" + "\n".join(self.tail))
         return self.addr
@@ -196,6 +196,21 @@ async def wait_for_route(producer: Producer, topic: str, timeout: float = 30.0) 
                 return
         await asyncio.sleep(0.2)
     raise RuntimeError(f"no route for {topic}")
+
+
+def run_bench(args: argparse.Namespace, name: str,
+              bench: Callable[[str, Child | None], Coroutine[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
+    """``bench(namesrv, broker)`` on uvloop against ``--namesrv`` or our own :func:`local_cluster` (``broker`` is
+    None with ``--namesrv``), this process pinned with ``--pin``; returns its summary."""
+    with contextlib.ExitStack() as stack:
+        if args.namesrv:
+            namesrv, broker = args.namesrv, None
+        else:
+            cluster = stack.enter_context(local_cluster(args, name))
+            namesrv, broker = cluster.namesrv, cluster.broker
+        if args.pin:
+            pin_self()
+        return uvloop.run(bench(namesrv, broker))
 
 
 def add_own_cluster_arguments(parser: argparse.ArgumentParser, *, pin: bool = True) -> None:

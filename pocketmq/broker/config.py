@@ -61,6 +61,8 @@ class BrokerConfig:
     register_name_server_period: int = field(default=30_000, metadata={"unit": "ms"})
     #: Timeout of one registration request.
     register_broker_timeout_mills: int = 6000
+    #: A full registration of 100 topics or more goes in RocketMQ's compressed form (Java name servers read it).
+    compressed_register: bool = True
     #: How often consumer offsets, subscription groups and delay offsets are written (ms).
     flush_consumer_offset_interval: int = field(default=5000, metadata={"unit": "ms"})
     #: Client connections silent this long are closed.
@@ -99,6 +101,26 @@ class BrokerConfig:
     #: Refuse prepared messages (NO_PERMISSION), as RocketMQ's rejectTransactionMessage.
     reject_transaction_message: bool = False
     # --- end transactions ---
+    # --- POP (RocketMQ 5) ---
+    #: Queues of the revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` (POP's check points and acks).
+    revive_queue_num: int = field(default=8, metadata={"unit": "count"})
+    #: How often expired POP messages are looked for and revived (ms).
+    revive_interval: int = field(default=200, metadata={"unit": "ms"})
+    #: Percent of pops that read the POP retry topic before the topic itself.
+    pop_from_retry_probability: int = field(default=20, metadata={"unit": "%"})
+    #: Messages of one queue a group may hold in flight; a queue past it is skipped by pops.
+    pop_inflight_message_threshold: int = field(default=10_000, metadata={"unit": "count"})
+    #: Pops parked per (topic, group, queue); beyond, POLLING_FULL.
+    pop_polling_size: int = field(default=1024, metadata={"unit": "count"})
+    #: Pops parked in all; beyond, POLLING_FULL.
+    max_pop_polling_size: int = field(default=100_000, metadata={"unit": "count"})
+    #: The shortest invisible time a pop may ask for (ms); a change of invisible time may go down to 0.
+    min_invisible_time_mills_for_recv: int = field(default=1000, metadata={"unit": "ms"})
+    #: The longest invisible time a pop or a change of invisible time may ask for (ms).
+    max_invisible_time_mills: int = field(default=12 * 3600 * 1000, metadata={"unit": "ms"})
+    #: How often the POP state snapshot is written when something changed (ms).
+    pop_state_snapshot_interval: int = field(default=1000, metadata={"unit": "ms"})
+    # --- end POP ---
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None
@@ -152,6 +174,10 @@ class BrokerConfig:
             raise ValueError("haTailRecoveryTimeoutMs must be >= 0")
         if self.transaction_time_out < 0 or self.transaction_check_max < 0 or self.transaction_check_interval <= 0:
             raise ValueError("transactionTimeOut and transactionCheckMax must be >= 0, transactionCheckInterval > 0")
+        if self.revive_queue_num <= 0 or self.revive_interval <= 0 or self.pop_state_snapshot_interval <= 0:
+            raise ValueError("reviveQueueNum, reviveInterval and popStateSnapshotInterval must be positive")
+        if not 0 <= self.min_invisible_time_mills_for_recv <= self.max_invisible_time_mills:
+            raise ValueError("need 0 <= minInvisibleTimeMillsForRecv <= maxInvisibleTimeMills")
 
     def _check_controller_mode(self) -> None:
         if not self.controller_addr.strip():

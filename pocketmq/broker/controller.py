@@ -7,9 +7,12 @@ Stop is the reverse: stop the background services (one call: they are children o
 :class:`~pocketmq.common.service.Service`), stop accepting, let in-flight sends finish, flush and close the store,
 unregister.
 
-In controller mode (``enableControllerMode``) the role is the controllers' to decide: the broker starts taking no
-writes and :mod:`pocketmq.broker.controller_mode` (mixed in here) switches it to master or slave when told
-(:mod:`pocketmq.broker.replicas_manager`).
+Controller mode (``enableControllerMode``): the role is the controllers' to decide; the broker starts taking no writes
+and :mod:`pocketmq.broker.controller_mode` (mixed in here) switches it to master or slave when told.
+
+The module is longer than 600 lines because it is the composition root: every component is built and wired here in
+start-up order, the role-dependent wiring of both replication modes included (what switches roles at run time, and
+the master's stateful services, are in ``controller_mode`` and ``master_services``).
 """
 
 from __future__ import annotations
@@ -19,16 +22,18 @@ import collections
 import dataclasses
 import shutil
 import struct
+import time
+from collections.abc import Callable
 
-from pocketmq.broker import disk_status
+from pocketmq.broker import disk_status, master_services
 from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
-from pocketmq.broker.controller_api import ControllerClient
-from pocketmq.broker.controller_mode import ControllerModeBroker, MasterServiceFactory
+from pocketmq.broker.controller_mode import ControllerModeBroker
 from pocketmq.broker.exporter_metrics import ExporterMetrics
 from pocketmq.broker.filter import ConsumerFilterManager
+from pocketmq.broker.ids_change import ConsumerIdsChangeNotifier
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.metadata import (
     ConsumerOffsetManager,
@@ -36,8 +41,10 @@ from pocketmq.broker.metadata import (
     SubscriptionGroupManager,
     config_path,
     load_topics,
-    save_topics,
 )
+from pocketmq.broker.pop.long_polling import PopLongPollingService
+from pocketmq.broker.pop.processors import PopProcessor
+from pocketmq.broker.pop.service import PopService
 from pocketmq.broker.processors.admin import AdminBrokerProcessor
 from pocketmq.broker.processors.admin_clients import AdminClientsProcessor
 from pocketmq.broker.processors.admin_config import AdminConfigProcessor
@@ -46,7 +53,6 @@ from pocketmq.broker.processors.admin_stats import AdminStatsProcessor
 from pocketmq.broker.processors.client_manage import ClientManageProcessor
 from pocketmq.broker.processors.commit_log_tail import CommitLogTailProcessor
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
-from pocketmq.broker.processors.controller_mode import ControllerModeProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.query import QueryMessageProcessor
 from pocketmq.broker.processors.reply import ReplyMessageProcessor
@@ -55,6 +61,7 @@ from pocketmq.broker.registration import (
     REJOIN_CHECK_INTERVAL,
     BrokerIdentity,
     BrokerOuterAPI,
+    IncrementalRegistration,
     RegisterResult,
     split_namesrv_addr,
 )
@@ -63,15 +70,15 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
 from pocketmq.broker.stats import BrokerStats
 from pocketmq.broker.tail_recovery import TailRecovery, TailResult
+from pocketmq.broker.timer import TimerMessageService, TimerMetricsProcessor
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.check import TransactionalMessageCheckService
 from pocketmq.broker.transaction.end import EndTransactionProcessor
 from pocketmq.broker.transaction.service import TransactionalMessageService
 from pocketmq.common import compiled
 from pocketmq.common.logs import get_logger
-from pocketmq.common.record import parse_host_port
 from pocketmq.common.service import Service, on_demand, periodic
-from pocketmq.common.topic_config import PermName
+from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.ha.client import HAClient
 from pocketmq.ha.service import HAService
 from pocketmq.remoting.client import RemotingClient
@@ -85,6 +92,12 @@ from pocketmq.store.message_store import MessageStore
 log = get_logger("pocketmq.broker.controller")
 PREPARED_QUEUES_MAX = 64
 """Queues of a newly created topic whose consume-queue files are made at once (see ``_prepare_queues``)."""
+PREPARE_BACKLOG_MAX = 16
+"""Topics waiting for their files at most: those created faster than that make their files on first use."""
+PREPARE_TOPICS_MAX = 1000
+"""Topics the broker holds at most for a new one to get its files made at once: past it, making 4-8 files (and
+their directories) for every topic created costs more, in CPU and inodes, than the first message of each queue
+gains, and a large broker's topics are mostly idle."""
 
 
 class BrokerController(ControllerModeBroker):
@@ -102,24 +115,33 @@ class BrokerController(ControllerModeBroker):
         )
         self.client = RemotingClient()
         self.outer_api = BrokerOuterAPI(self.client, split_namesrv_addr(config.namesrv_addr),
-                                        timeout=config.register_broker_timeout_mills / 1000)
+                                        timeout=config.register_broker_timeout_mills / 1000,
+                                        compress=config.compressed_register,
+                                        source=lambda: (self.identity(), self.topics.wrapper()))
         self.stats = BrokerStats()
         self.stats.cluster = config.broker_cluster_name  # the key of BROKER_PUT_NUMS / BROKER_GET_NUMS
         self.clients = ClientManager()
+        config_dir = config.store.config_dir
+        self.topics_path = config_path(config_dir, "topics.json")
         self.topics = TopicConfigManager(
             cluster_name=config.broker_cluster_name, broker_name=config.broker_name,
             default_topic_queue_nums=config.default_topic_queue_nums,
             auto_create_topic_enable=config.auto_create_topic_enable,
             schedule_queue_nums=len(config.store.delay_levels_ms), on_change=self._topics_changed,
+            path=self.topics_path,
         )
-        config_dir = config.store.config_dir
-        self.topics_path = config_path(config_dir, "topics.json")
         self.offsets = ConsumerOffsetManager(config_path(config_dir, "consumerOffset.json"))
         self.groups = SubscriptionGroupManager(config_path(config_dir, "subscriptionGroup.json"),
                                                auto_create=config.auto_create_subscription_group)
         self.delay_offsets = DelayOffsets(config_path(config_dir, "delayOffset.json"))
         self.hold = PullRequestHoldService()
         self.filters = ConsumerFilterManager()
+        self.pop_hold = PopLongPollingService(max_total=config.max_pop_polling_size,
+                                              max_per_queue=config.pop_polling_size)
+        #: RocketMQ 5's POP consumption (masters only; None on a slave)
+        self.pop: PopService | None = None
+        #: timer messages (masters only)
+        self.timer: TimerMessageService | None = None
         self.acl: PlainAclService | None = None
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
@@ -129,19 +151,7 @@ class BrokerController(ControllerModeBroker):
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
         self.slave_sync: SlaveSynchronize | None = None
-        # --- controller mode ---
-        self.controllers = ControllerClient(
-            self.client, split_namesrv_addr(config.controller_addr), cluster=config.broker_cluster_name,
-            broker_name=config.broker_name) if config.enable_controller_mode else None
-        self.replicas = None
-        self.epochs = None
-        self._send_processor: SendMessageProcessor | None = None
-        self._end_transaction: EndTransactionProcessor | None = None
-        self._pull_processor: PullMessageProcessor | None = None
-        self._master_services: Service | None = None
-        self._master_factories: list[MasterServiceFactory] = []
-        self._role_lock = asyncio.Lock()
-        # --- end controller mode ---
+        self._init_controller_mode(config)  # no-ops unless enableControllerMode
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
         self.last_registration: list[RegisterResult] = []
@@ -158,10 +168,17 @@ class BrokerController(ControllerModeBroker):
             "broker-register", config.register_name_server_period / 1000, self.register_all, fixed_rate=True))
         # A name server lost (restarted, refused, unreachable) gets the registration again within a second.
         self._services.add_child(periodic("broker-rejoin", REJOIN_CHECK_INTERVAL, self.outer_api.rejoin))
+        # A created or changed topic is registered alone (RocketMQ's registerIncrementBrokerData), at once.
+        self._increments = self._services.add_child(
+            IncrementalRegistration(self.outer_api, self.identity, lambda: self.topics.data_version))
+        # NOTIFY_CONSUMER_IDS_CHANGED, once per member for a burst of changes to its group.
+        self.ids_notifier = self._services.add_child(ConsumerIdsChangeNotifier(self.clients, self._notify_enabled))
+        # topics.json and subscriptionGroup.json: one journal line per change (pocketmq.broker.config_journal).
+        self._services.add_child(self.topics.journal)
+        self._services.add_child(self.groups.journal)
         self._services.add_child(periodic("broker-stats", 1.0, self.stats.sample, initial_delay=0))
         self._services.add_child(periodic("broker-persist", config.flush_consumer_offset_interval / 1000,
                                           lambda: asyncio.to_thread(self._persist_metadata)))
-        self._topic_writer = self._services.add_child(on_demand("broker-persist-topics", self._persist_topics))
         self._queue_preparer = self._services.add_child(on_demand("broker-prepare-queues", self._prepare_queues))
         # --- metrics ---
         self.metrics: Metrics | None = None
@@ -193,11 +210,8 @@ class BrokerController(ControllerModeBroker):
         return f"{ha_address_host(self.config)}:{self.ha_port}"
 
     def identity(self) -> BrokerIdentity:
-        replicas = self.replicas
-        if replicas is not None:  # controller mode: brokerId 0 is the master of the newest epoch
-            broker_id = 0 if replicas.role == "MASTER" else replicas.broker_id
-            return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, broker_id, self.addr,
-                                  self.ha_addr, replicas.master_epoch)
+        if self.replicas is not None:
+            return self._controller_identity()
         return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, self.config.broker_id,
                               self.addr, self.ha_addr)
 
@@ -219,8 +233,9 @@ class BrokerController(ControllerModeBroker):
                                             PermName.PERM_READ | PermName.PERM_WRITE)
         await self._recover_tail(self.store)  # an abnormal start: before the master takes any write
         self.store.add_arrival_listener(self.hold.notify)
+        self.store.add_arrival_listener(self.pop_hold.notify)
         await self._start_ha(self.store)
-        await self._load_transactions(self.store)
+        await self._start_master_services(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
         await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
@@ -259,7 +274,7 @@ class BrokerController(ControllerModeBroker):
             cluster_name=self.config.broker_cluster_name, broker_addr=lambda: self.addr,
             is_slave=self.config.broker_role is BrokerRole.SLAVE or controller_mode,
             broker_permission=lambda: self.config.broker_permission, region_id=self.config.region_id,
-            trace_on=self.config.trace_on, on_stored=self._on_stored if self.metrics else self.stats.on_put,
+            trace_on=self.config.trace_on, on_stored=self._on_put(),
             transactions=None if self.config.reject_transaction_message else self.transactions,
         )
         end_transaction = self._end_transaction = EndTransactionProcessor(
@@ -287,27 +302,30 @@ class BrokerController(ControllerModeBroker):
             AdminConfigProcessor(get_config=lambda: self.config, set_config=self._set_config, topics=self.topics,
                                  groups=self.groups, broker_addr=lambda: self.addr, register_now=self.register_all),
         )
-        register_now = self._register_and_replicate if controller_mode else self.register_all
+        settled = self._settle_and_replicate if controller_mode else self._topics_settled
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
-                                     role=lambda: self.config.broker_role.name, register_now=register_now,
+                                     role=lambda: self.config.broker_role.name, topics_settled=settled,
                                      extra_runtime_info=self._extra_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
-                                                      on_group_changed=self.consumer_processor.notify_ids_changed,
+                                                      on_group_changed=self.ids_notifier.changed,
                                                       filters=self.filters,
                                                       enable_property_filter=self.config.enable_property_filter)
         query = QueryMessageProcessor(store=store)
         tail = CommitLogTailProcessor(store=store, role=lambda: self.config.broker_role.name)
+        pop = self._pop_processor = PopProcessor(
+            pop=self.pop, hold=self.pop_hold, topics=self.topics, groups=self.groups, filters=self.filters,
+            broker_name=self.config.broker_name, broker_permission=lambda: self.config.broker_permission,
+            enable_property_filter=lambda: self.config.enable_property_filter,
+            min_invisible_time=self.config.min_invisible_time_mills_for_recv,
+            max_invisible_time=self.config.max_invisible_time_mills)
         self.replies = ReplyMessageProcessor(
             send=send, clients=self.clients, broker_addr=lambda: self.addr, region_id=self.config.region_id,
             store_reply=lambda: self.config.store_reply_message_enable, trace_on=self.config.trace_on)
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
-                          tail, self.replies, *admin_more):
+                          tail, pop, self.replies, TimerMetricsProcessor(lambda: self.timer, self.config.broker_name),
+                          *admin_more):
             handlers.update(processor.handlers())
-        if self.slave_sync is not None and controller_mode:
-            handlers.update(self.slave_sync.handlers())
-        if self.replicas is not None and self.epochs is not None:
-            handlers.update(ControllerModeProcessor(self.replicas, self.epochs, cluster=self.config.broker_cluster_name,
-                                                    broker_name=self.config.broker_name).handlers())
+        handlers.update(self._controller_handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
         for code, handler in handlers.items():
@@ -326,16 +344,19 @@ class BrokerController(ControllerModeBroker):
         if not self._running:
             return
         self._running = False
-        if self.replicas is not None:
-            await self.replicas.stop()
-        await self._stop_master_services()
+        await self._stop_controller_mode()
         await self._services.stop()
         await self.server.stop(grace=grace)
+        if self.pop is not None:  # what changed since the last snapshot / checkpoint (an idle broker writes nothing)
+            await self.pop.write_snapshot()
+        if self.timer is not None and self.timer.fired_since_checkpoint:
+            await self.timer.write_checkpoint()
         if self.ha_service is not None:
             await self.ha_service.stop()
         if self.ha_client is not None:
             await self.ha_client.stop()
-        await self._persist_topics()
+        await self.topics.journal.close()
+        await self.groups.journal.close()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
             await asyncio.to_thread(remove_address, self.store.config.store_path_root_dir, self.addr)
@@ -362,26 +383,42 @@ class BrokerController(ControllerModeBroker):
                     self.ha_client.update_master_address(self.master_ha_addr)
         return results
 
-    def _topics_changed(self, topic: str | None) -> None:
-        """A topic was created, changed or deleted: persist soon and re-register at once."""
-        self._registration.trigger()
-        if self._running:
-            self._topic_writer.trigger()
+    def _topics_changed(self, config: TopicConfig | None) -> None:
+        """A topic was created or changed: register it alone, at once; the whole table was replaced (a slave
+        took its master's): a full registration now."""
+        if not self._running:
+            return  # created while starting (system topics): the first full registration carries them
+        if config is None:
+            self._registration.trigger()
+        else:
+            self._increments.add(config)
+
+    def _notify_enabled(self, group: str) -> bool:
+        config = self.groups.get(group)
+        return config is None or config.notify_consumer_ids_changed_enable
+
+    async def _topics_settled(self) -> None:
+        """Until the topics created or changed so far are registered (an admin's call returns then: the route is
+        visible, as in RocketMQ; their journal lines are written already)."""
+        await self._increments.registered()
 
     def _topic_created(self, topic: str) -> None:
-        """UPDATE_AND_CREATE_TOPIC on a master: make the queues' consume-queue files in the background."""
-        if self._running and self.config.is_master:
+        """UPDATE_AND_CREATE_TOPIC on a master: make the queues' consume-queue files in the background (unless
+        :data:`PREPARE_BACKLOG_MAX` topics wait for theirs already: a mass creation is not slowed by it)."""
+        if (self._running and self.config.is_master and len(self._topics_to_prepare) < PREPARE_BACKLOG_MAX
+                and len(self.topics.table) <= PREPARE_TOPICS_MAX):
             self._topics_to_prepare.append(topic)
             self._queue_preparer.trigger()
 
     async def _prepare_queues(self) -> None:
-        """For each topic created since the last call, create each queue's consume-queue file now, one after
-        the other in the store's thread, so the first message of each queue does not wait for it: a new file
-        costs a directory fsync, and the first sends of a new 8-queue topic waited 2-28 ms each (the p999 of
-        sequential sends). Only for topics created by an administrator, and at most
-        :data:`PREPARED_QUEUES_MAX` queues of each: auto-created and retry topics (and the queues past that
-        bound) keep creating files on first use, so a topic that never gets a message costs no disk (a
-        consume-queue file is 5.7 MiB by default)."""
+        """For each topic created since the last call, create each queue's first consume-queue file now (empty,
+        sparse, not mapped), one after the other in the store's thread, so the first message of each queue only
+        opens it: a new file costs a directory fsync, which the first send of each queue would otherwise wait
+        for. Only for topics created by an administrator, at most
+        :data:`PREPARED_QUEUES_MAX` queues of each, :data:`PREPARE_BACKLOG_MAX` topics waiting, and while the broker
+        holds at most :data:`PREPARE_TOPICS_MAX` topics: auto-created and retry topics (and the queues past those
+        bounds) create their files on first use. Such a file costs an
+        inode and no data block; a queue that never gets a message costs no memory (the store skips it at start)."""
         while self._topics_to_prepare:
             await self._prepare_topic_queues(self._topics_to_prepare.popleft())
 
@@ -390,14 +427,8 @@ class BrokerController(ControllerModeBroker):
         store = self.store
         if config is None or store is None:
             return
-        for queue_id in range(min(max(config.read_queue_nums, config.write_queue_nums), PREPARED_QUEUES_MAX)):
-            if topic not in self.topics.table:
-                return  # deleted meanwhile
-            await store.prepare_queue(topic, queue_id)
-
-    async def _persist_topics(self) -> None:
-        wrapper = self.topics.wrapper()
-        await asyncio.to_thread(save_topics, self.topics_path, wrapper)
+        count = min(max(config.read_queue_nums, config.write_queue_nums), PREPARED_QUEUES_MAX)
+        await store.create_queue_files(topic, range(count))
 
     # -- replication -----------------------------------------------------------------------------------------
 
@@ -432,21 +463,20 @@ class BrokerController(ControllerModeBroker):
             store, self.client, self.outer_api.namesrv_addrs, broker_name=self.config.broker_name,
             timeout_ms=self.config.ha_tail_recovery_timeout_ms).run()
 
-    async def _load_transactions(self, store: MessageStore) -> None:
-        """Masters: rebuild the transaction bookkeeping from the half and op queues, then check back with
-        producers every ``transactionCheckInterval`` (slaves replicate the queues and never check back)."""
-        if self.config.is_master and self.replicas is None:
-            await self._start_transactions(store)
-
-    async def _start_transactions(self, store: MessageStore) -> None:
-        c = self.config
-        self.transactions = TransactionalMessageService(
-            store, self.offsets, born_host=parse_host_port(self.addr),
-            on_stored=self._on_stored if self.metrics else self.stats.on_put)
-        await self.transactions.load()
-        self.transaction_check = TransactionalMessageCheckService(
-            self.transactions, self.clients, self.topics, interval_ms=c.transaction_check_interval,
-            timeout_ms=c.transaction_time_out, check_max=c.transaction_check_max)
+    async def _start_master_services(self, store: MessageStore) -> None:
+        """Masters: transactions, POP and timers rebuilt from their queues, their services run in the background
+        (slaves replicate their records and run none of them). Controller mode: on each takeover instead
+        (:meth:`~pocketmq.broker.controller_mode.ControllerModeBroker._take_master_services`)."""
+        if not self.config.is_master or self.replicas is not None:
+            return
+        self.transactions, self.transaction_check = await master_services.load_transactions(
+            self.config, store, self.offsets, self.clients, self.topics, self.addr,
+            self._on_put())
+        self.pop, services = await master_services.start_pop(
+            self.config, store, self.topics, self.groups, self.offsets, self.pop_hold, self.addr)
+        self.timer = await master_services.start_timer(store, self.topics, self.addr)
+        for service in (*services, self.timer):
+            self._services.add_child(service)
 
     def _rewind_guard(self, store: MessageStore) -> RewindGuard | None:
         """After an abnormal start of a master: each queue's end as recovery left it (pocketmq.broker.rewind_guard)."""
@@ -454,6 +484,10 @@ class BrokerController(ControllerModeBroker):
             return None
         return RewindGuard({(topic, queue_id): store.get_max_offset_in_queue(topic, queue_id)
                             for topic, queue_ids in store.topics().items() for queue_id in queue_ids})
+
+    def _on_put(self) -> Callable[[str, int, int], None]:
+        """What a stored message is counted by: the metrics' counters when they are on, else the stats."""
+        return self._on_stored if self.metrics else self.stats.on_put
 
     def _extra_runtime_info(self) -> dict[str, str]:
         """HA keys, the transaction keys, and ``compiledBuild``: ``cython``, ``pure`` or ``partial`` (see
@@ -465,6 +499,10 @@ class BrokerController(ControllerModeBroker):
             info.update(self.replies.runtime_info())
         if self.transactions is not None:
             info.update(self.transactions.runtime_info())
+        if self.pop is not None:
+            info.update(self.pop.runtime_info())
+        if self.timer is not None:
+            info.update(self.timer.runtime_info())
         return info
 
     def _ha_runtime_info(self) -> dict[str, str]:
@@ -482,21 +520,17 @@ class BrokerController(ControllerModeBroker):
         self.topics.load(stored.topics, stored.data_version)
         self.offsets.load()
         self.groups.load()
-        self.groups.mark_persisted()
         self.delay_offsets.load()
         if self.config.is_master and self.store is not None and not self.config.enable_controller_mode:
             self.schedule = ScheduleMessageService(self.store, len(self.config.store.delay_levels_ms),
                                                    self.store.put_message, offsets=self.delay_offsets)
 
     def _persist_metadata(self, force: bool = False) -> None:
-        """Blocking: write the changed config/*.json files (run in a thread every
-        ``flushConsumerOffsetInterval``, 5 s, and at stop)."""
+        """Blocking: write the changed consumer and delay offset files (run in a thread every
+        ``flushConsumerOffsetInterval``, 5 s, and at stop; topics and groups have their journals)."""
         if force or self.offsets.dirty:
             self.offsets.dirty = False
             self.offsets.persist()
-        if force or self.groups.dirty:
-            self.groups.mark_persisted()
-            self.groups.persist()
         if force or self.delay_offsets.dirty:
             self.delay_offsets.dirty = False
             self.delay_offsets.persist()
@@ -540,6 +574,23 @@ class BrokerController(ControllerModeBroker):
         m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "
                 "committed, rolled back, checked back, discarded", ["kind"],
                 lambda: self.transactions.counters.samples() if self.transactions else [])
+        self._define_pop_timer_metrics(m)
+
+    def _define_pop_timer_metrics(self, m: Metrics) -> None:
+        """POP in flight per group, its revive backlog and counters; pending timers, their lateness."""
+        m.gauge("pocketmq_pop_inflight_messages", "Messages popped and not acked or revived yet, by group", ["group"],
+                lambda: [((g,), n) for g, n in self.pop.state.inflight_by_group.items()] if self.pop else [])
+        m.gauge("pocketmq_pop_revive_backlog", "POP messages past their invisible time, not revived yet", [],
+                lambda: [((), self.pop.state.expired_count(int(time.time() * 1000)))] if self.pop else [])
+        m.gauge("pocketmq_pop_messages", "POP messages since start: popped, acked, revived, dead_lettered, changed",
+                ["kind"], lambda: [((k,), n) for k, n in self.pop.counters.items()] if self.pop else [])
+        m.gauge("pocketmq_timer_pending", "Timer messages waiting to be delivered", [],
+                lambda: [((), self.timer.wheel.pending)] if self.timer else [])
+        m.gauge("pocketmq_timer_fired", "Timer messages delivered since start", [],
+                lambda: [((), self.timer.fired)] if self.timer else [])
+        m.gauge("pocketmq_timer_lateness_ms", "Lateness of recent timer deliveries (stored minus due, ms)",
+                ["quantile"], lambda: list(((q,), v) for q, v in self.timer.lateness_percentiles().items())
+                if self.timer else [])
 
     def _offset_samples(self) -> list[tuple[tuple[str, ...], float]]:
         if self.store is None:

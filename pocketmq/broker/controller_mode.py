@@ -25,16 +25,24 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from pocketmq.broker import master_services
+from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole
 from pocketmq.broker.controller_api import ControllerClient, GroupState
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
+from pocketmq.broker.pop.long_polling import PopLongPollingService
+from pocketmq.broker.pop.processors import PopProcessor
+from pocketmq.broker.pop.service import PopService
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
+from pocketmq.broker.processors.controller_mode import ControllerModeProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.send import SendMessageProcessor
+from pocketmq.broker.registration import BrokerIdentity, split_namesrv_addr
 from pocketmq.broker.replicas_manager import ReplicasManager, identity_path
 from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
+from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.check import TransactionalMessageCheckService
 from pocketmq.broker.transaction.end import EndTransactionProcessor
@@ -49,6 +57,7 @@ from pocketmq.ha.sync_state import AckPolicy, ControllerReplication
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode
 from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import Handler
 from pocketmq.remoting.errors import PocketMQError
 from pocketmq.remoting.metrics import Metrics
 from pocketmq.store.message_store import MessageStore
@@ -90,6 +99,11 @@ class ControllerModeBroker:
     _send_processor: SendMessageProcessor | None
     _end_transaction: EndTransactionProcessor | None
     _pull_processor: PullMessageProcessor | None
+    _pop_processor: PopProcessor | None
+    pop: PopService | None
+    pop_hold: PopLongPollingService
+    timer: TimerMessageService | None
+    clients: ClientManager
     consumer_processor: ConsumerManageProcessor
     transaction_check: TransactionalMessageCheckService | None
     _master_services: Service | None
@@ -117,8 +131,51 @@ class ControllerModeBroker:
     async def register_all(self) -> object:
         raise NotImplementedError  # the broker's
 
-    async def _start_transactions(self, store: MessageStore) -> None:
+    async def _topics_settled(self) -> None:
         raise NotImplementedError  # the broker's
+
+    def _on_put(self) -> Callable[[str, int, int], None]:
+        raise NotImplementedError  # the broker's
+
+    def _init_controller_mode(self, config: BrokerConfig) -> None:
+        """The controller-mode attributes (None / empty without ``enableControllerMode``)."""
+        self.controllers = ControllerClient(
+            self.client, split_namesrv_addr(config.controller_addr), cluster=config.broker_cluster_name,
+            broker_name=config.broker_name) if config.enable_controller_mode else None
+        self.replicas = None
+        self.epochs = None
+        self._send_processor = None
+        self._end_transaction = None
+        self._pull_processor = None
+        self._pop_processor = None
+        self._master_services = None
+        self._master_factories = []
+        self._role_lock = asyncio.Lock()
+
+    def _controller_identity(self) -> BrokerIdentity:
+        """What a controller-mode broker registers as: brokerId 0 while it is the master (of the newest epoch, which
+        the name servers compare), its replica id otherwise."""
+        replicas = self.replicas
+        assert replicas is not None
+        broker_id = 0 if replicas.role == "MASTER" else replicas.broker_id
+        return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, broker_id, self.addr,
+                              self.ha_addr, replicas.master_epoch)
+
+    def _controller_handlers(self) -> dict[int, Handler]:
+        """Controller mode's request codes: role notifications, epochs, the metadata copy on demand."""
+        handlers: dict[int, Handler] = {}
+        if self.replicas is None or self.epochs is None:
+            return handlers
+        if self.slave_sync is not None:
+            handlers.update(self.slave_sync.handlers())
+        handlers.update(ControllerModeProcessor(self.replicas, self.epochs, cluster=self.config.broker_cluster_name,
+                                                broker_name=self.config.broker_name).handlers())
+        return handlers
+
+    async def _stop_controller_mode(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.stop()
+        await self._drop_master_services()
 
     async def _load_controller_identity(self, store: MessageStore) -> None:
         """Controller mode: the epoch file, this replica's id, and the manager that will decide the role."""
@@ -181,9 +238,9 @@ class ControllerModeBroker:
     def max_phy_offset(self) -> int:
         return self.store.max_phy_offset if self.store is not None else 0
 
-    async def _register_and_replicate(self) -> None:
+    async def _settle_and_replicate(self) -> None:
         """A topic changed by an administrator: the name servers learn it, and the in-sync slaves copy it."""
-        await self.register_all()
+        await self._topics_settled()
         await self.replicate_metadata()
 
     async def replicate_metadata(self) -> None:
@@ -223,7 +280,7 @@ class ControllerModeBroker:
                         await self.slave_sync.sync_all(previous_master)
             max_offset = await store.cut_partial_tail()
             await asyncio.to_thread(epochs.append, Epoch(state.master_epoch, max_offset))
-            await self._start_master_services(store)
+            await self._take_master_services(store)
             self._set_processor_roles(master=True)
             self.master_addr = self.master_ha_addr = None
             replication = ha_service.controller
@@ -249,7 +306,7 @@ class ControllerModeBroker:
             # A former master's log may end in writes the new master never had, and a slave's in its old master's:
             # no reads until the handshake with the new master has cut them (see _log_agrees_with_master).
             store.set_read_fence(0)
-            await self._stop_master_services()
+            await self._drop_master_services()
             self._set_processor_roles(master=False)
             self.follow(state)
             log.warning("following_master", epoch=state.master_epoch, master=state.master_address)
@@ -290,27 +347,40 @@ class ControllerModeBroker:
         if changed and self.slave_sync is not None and state.master_address:
             self.slave_sync.trigger()
 
-    async def _start_master_services(self, store: MessageStore) -> None:
-        await self._stop_master_services()
+    async def _take_master_services(self, store: MessageStore) -> None:
+        """On a takeover: transactions, POP and timers rebuilt from their queues (which replication brought), delayed
+        delivery from the copied delay offsets, and the registered factories' services, in one group."""
+        await self._drop_master_services()
         group = Service(name="broker-master")
-        await self._start_transactions(store)
-        if self.transaction_check is not None:
-            group.add_child(self.transaction_check)
-        self.schedule = ScheduleMessageService(store, len(self.config.store.delay_levels_ms), store.put_message,
+        c = self.config
+        self.transactions, self.transaction_check = await master_services.load_transactions(
+            c, store, self.offsets, self.clients, self.topics, self.addr, self._on_put())
+        group.add_child(self.transaction_check)
+        self.pop, pop_services = await master_services.start_pop(
+            c, store, self.topics, self.groups, self.offsets, self.pop_hold, self.addr)
+        self.timer = await master_services.start_timer(store, self.topics, self.addr)
+        self.schedule = ScheduleMessageService(store, len(c.store.delay_levels_ms), store.put_message,
                                                offsets=self.delay_offsets)
-        group.add_child(self.schedule)
+        for service in (*pop_services, self.timer, self.schedule):
+            group.add_child(service)
         for factory in self._master_factories:
             group.add_child(factory(store))
         self._master_services = group
         group.start()
 
-    async def _stop_master_services(self) -> None:
+    async def _drop_master_services(self) -> None:
         group, self._master_services = self._master_services, None
         if group is not None:
             await group.stop()
+        if self.pop is not None:
+            await self.pop.write_snapshot()
+        if self.timer is not None and self.store is not None:
+            self.store.remove_arrival_listener(self.timer.on_arrival)
         self.schedule = None
         self.transactions = None
         self.transaction_check = None
+        self.pop = None
+        self.timer = None
 
     def _set_processor_roles(self, *, master: bool) -> None:
         if self._send_processor is not None:
@@ -321,5 +391,7 @@ class ControllerModeBroker:
             self._end_transaction.service = self.transactions if master else None
         if self._pull_processor is not None:
             self._pull_processor.is_master = master
+        if self._pop_processor is not None:
+            self._pop_processor.pop = self.pop if master else None
         self.consumer_processor.is_master = master
 

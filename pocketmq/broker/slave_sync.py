@@ -69,7 +69,7 @@ class SlaveSynchronize(PeriodicService):
         self.register(MetadataItem("consumerOffsets", RequestCode.GET_ALL_CONSUMER_OFFSET, self._apply_offsets))
         self.register(MetadataItem("delayOffsets", RequestCode.GET_ALL_DELAY_OFFSET, self._apply_delay_offsets))
         self.register(MetadataItem("subscriptionGroups", RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-                                   lambda body: self.groups.decode(body.decode())))
+                                   lambda body: self.groups.replace_from(body.decode())))
 
     def register(self, item: MetadataItem) -> None:
         """Copy ``item`` too, from the next round on (an item of the same name is replaced)."""

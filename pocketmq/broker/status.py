@@ -24,6 +24,9 @@ _PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown store error"),
     # RocketMQ 5's answer; SYSTEM_ERROR is one the producers retry on another broker (nothing was stored).
     PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough"),
+    PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL, "timer message illegal, the delivery time is not a number or beyond the max "
+                                      "delay (timerMaxDelaySec)"),
 }
 
 _FOUND = GetMessageStatus.FOUND

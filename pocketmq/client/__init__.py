@@ -8,8 +8,8 @@ Three sub-packages, named for what they hold:
 * :mod:`pocketmq.client.producer` — :class:`Producer` (sync, async, oneway, batch and ordered sends), its
   configuration, auto-batching accumulator, latency fault tolerance and topic publish info;
 * :mod:`pocketmq.client.consumer` — :class:`PushConsumer` (rebalance service, pull service, process queues, consume
-  service, offset stores), :class:`LitePullConsumer` (``poll`` over the same pull and rebalance services) and
-  :class:`PullConsumer`.
+  service, offset stores; or RocketMQ 5's POP mode), :class:`LitePullConsumer` (``poll`` over the same pull and
+  rebalance services), :class:`PullConsumer`, and RocketMQ 5's :class:`SimpleConsumer`.
 
 Request-reply: :meth:`Producer.request` sends a request and returns its reply, which a consumer builds with
 :func:`create_reply_message` (:mod:`pocketmq.client.core.reply`) and sends with any producer's ``send``.
@@ -31,6 +31,7 @@ from pocketmq.client.consumer.pull import PullConsumer
 from pocketmq.client.consumer.pull_result import PullResult, PullStatus
 from pocketmq.client.consumer.push import BatchMessageHandler, MessageHandler, PushConsumer
 from pocketmq.client.consumer.selector import MessageSelector
+from pocketmq.client.consumer.simple import SimpleConsumer
 from pocketmq.client.consumer.types import ConsumeFromWhere, ConsumeResult, MessageModel
 from pocketmq.client.core.errors import (
     BrokerNotFoundError,
@@ -100,6 +101,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SessionCredentials",
+    "SimpleConsumer",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",

@@ -155,7 +155,7 @@ class ControllerRequestProcessor:
 
     async def register_broker(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         header = RegisterBrokerToControllerRequestHeader.from_command(req)
-        if not self.node.is_leader:
+        if not await self._servable():  # decided from the applied state: only while it is authoritative
             return self._not_leader(req)
         async with self.manager.lock:
             group = self.manager.replicas.groups.get(header.broker_name)
@@ -228,7 +228,7 @@ class ControllerRequestProcessor:
             wanted = SyncStateSet.from_json_dict(decode_body(req.body or b"{}"))
         except BodyDecodeError as exc:
             return req.response(ResponseCode.CONTROLLER_INVALID_REQUEST, str(exc))
-        if not self.node.is_leader:
+        if not await self._servable():  # decided from the applied state: only while it is authoritative
             return self._not_leader(req)
         async with self.manager.lock:
             group = self.manager.replicas.groups.get(header.broker_name)

@@ -31,8 +31,8 @@ retention run re-checks, and puts are taken again once the reservation succeeds 
 
 Recovery runs once, before any of them is used, in a thread of its own.
 
-The module is longer than 600 lines because it is the one facade every other package uses (one door per operation);
-its methods delegate to the collaborators above.
+This module is longer than 600 lines: it is the store's one facade, every operation other packages call is here,
+each a few lines delegating to the collaborators above.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from pocketmq.common.logs import get_logger
 from pocketmq.common.record import MessageRecord
-from pocketmq.common.service import Service
+from pocketmq.common.service import Service, periodic
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -62,7 +62,7 @@ from pocketmq.store.listeners import ArrivalListener, GrowthListener, StoreListe
 from pocketmq.store.mapped_file import MappedFile, MappedFileAllocator, fsync_dir, is_no_space, run_flush_plan
 from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from pocketmq.store.put_path import PutOutcome, PutPath, ReplicaWaiter
-from pocketmq.store.queue_table import ConsumeQueueTable
+from pocketmq.store.queue_table import RELEASE_IDLE_S, ConsumeQueueTable
 from pocketmq.store.reader import NO_FENCE, MessageFilter, MessageReader, RecordFilter
 from pocketmq.store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
 from pocketmq.store.reput import Reput, make_cut_durable
@@ -101,7 +101,8 @@ class MessageStore:
         self._state = _State.NEW
         self._is_slave = config.broker_role is BrokerRole.SLAVE
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later)
+        self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later,
+                                         self._io_executor)
         self._listeners = StoreListeners(self._log)
         self._put = PutPath(config, self.commit_log, self._queues, self._listeners, lambda: self.is_running,
                             self._log, self._guard.no_space_seen)
@@ -147,12 +148,14 @@ class MessageStore:
                 self.commit_log, self._flush_executor, self.checkpoint, interval_ms=cfg.flush_interval_commit_log_ms,
                 least_pages=cfg.flush_commit_log_least_pages, thorough_ms=cfg.flush_commit_log_thorough_interval_ms))
         self._cq_flush = self._services.add_child(FlushConsumeQueueService(
-            self._queues.__iter__, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
+            self._queues.mapped.copy, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
             interval_ms=cfg.flush_interval_consume_queue_ms, least_pages=cfg.flush_consume_queue_least_pages,
             thorough_ms=cfg.flush_consume_queue_thorough_interval_ms, indexed_offset=self._indexed_offset))
         if self.index is not None:
             self._services.add_child(self.index)
             self._listeners.growth.append(self.index.on_growth)
+        self._queues.on_over_bound = self._services.add_child(
+            periodic("store-cq-release", RELEASE_IDLE_S, self._queues.release_idle)).trigger
         self.retention = self._services.add_child(RetentionService(
             cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._guard.on_ratio,
             recheck=self._guard.recheck))
@@ -281,6 +284,7 @@ class MessageStore:
         yield from self.commit_log.queue.files
         for cq in self._queues:
             yield from cq.queue.files
+        yield from self._queues.unclosed
 
     def _update_writable(self) -> None:
         self._put.writable = self._state is _State.RUNNING and not self._is_slave and self._guard.ok and \
@@ -420,6 +424,11 @@ class MessageStore:
         :meth:`queue_ready`); False when it cannot be created (answer CREATE_MAPEDFILE_FAILED)."""
         return await self._put.prepare_queue(topic, queue_id)
 
+    async def create_queue_files(self, topic: str, queue_ids: Iterable[int]) -> None:
+        """Make, in the allocation thread, each queue's first consume-queue file (empty, not mapped) unless it has
+        one, so its first message only opens it; a failure is logged and left to that message."""
+        await self._queues.create_first_files(topic, queue_ids)
+
     def set_replica_waiter(self, waiter: ReplicaWaiter | None) -> None:
         """On a SYNC_MASTER, every put that waits (WAIT not false) also waits for ``waiter`` (the broker
         injects ``ha.HAService``; the store knows no replication)."""
@@ -512,6 +521,11 @@ class MessageStore:
         is indexed (long polling). It runs inside the put: keep it cheap and non-blocking."""
         self._listeners.arrival.append(listener)
 
+    def remove_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Undo :meth:`add_arrival_listener` (nothing when ``listener`` is not there)."""
+        if listener in self._listeners.arrival:
+            self._listeners.arrival.remove(listener)
+
     def add_commitlog_growth_listener(self, listener: GrowthListener) -> None:
         """Call ``listener(max_offset)`` after each append (replication). Keep it cheap."""
         self._listeners.growth.append(listener)
@@ -594,7 +608,7 @@ class MessageStore:
 
     async def delete_topic(self, topic: str) -> bool:
         """Remove a topic's consume queues (its records stay in the commit log until retention)."""
-        queues = self._queues.queues.pop(topic, None)
+        queues = self._queues.remove_topic(topic)
         self.commit_log.topic_queue_table.pop(topic, None)
         if not queues:
             return False

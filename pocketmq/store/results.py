@@ -27,6 +27,8 @@ class PutMessageStatus(enum.Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
     #: controller mode: fewer SyncStateSet members than ``minInSyncReplicas`` (nothing stored)
     IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    #: A timer message whose delivery time is not a number or beyond ``timerMaxDelaySec`` (nothing stored).
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
 
     @property
     def is_stored(self) -> bool:

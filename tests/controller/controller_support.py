@@ -50,10 +50,12 @@ class Controllers:
         self.procs: dict[str, ControllerProcess] = {}
 
     def config(self, node: str) -> ControllerConfig:
+        # The default Raft timing: the three nodes share the test's event loop, and a shorter election timeout let a
+        # busy machine change leaders between two steps of a test that expects one leader throughout.
         return ControllerConfig(controller_d_leger_peers=self.peers, controller_d_leger_self_id=node,
                                 controller_store_path=str(self.base / "controller"),
-                                controller_raft_election_timeout_mills=400,
-                                controller_raft_heartbeat_interval_mills=80, **self.overrides)
+                                controller_raft_election_timeout_mills=1000,
+                                controller_raft_heartbeat_interval_mills=150, **self.overrides)
 
     async def start(self, node: str) -> ControllerProcess:
         proc = ControllerProcess(ControllerStartup(self.config(node)))

@@ -10,7 +10,9 @@ consume-queue file to create) becomes a coroutine.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 
@@ -19,6 +21,7 @@ from pocketmq.broker.status import put_status_to_response
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.bridge import to_half_message
 from pocketmq.broker.transaction.service import TransactionalMessageService
+from pocketmq.common.batch import decode_batch_body
 from pocketmq.common.message import MessageConst, get_property, join_properties
 from pocketmq.common.record import MAX_PROPERTIES_LENGTH, encode_host
 from pocketmq.common.sysflag import MessageSysFlag
@@ -26,6 +29,7 @@ from pocketmq.common.topic import (
     NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
     RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_WHEEL_TIMER_TOPIC,
     dlq_topic,
     is_retry_topic,
     validate_topic,
@@ -39,6 +43,7 @@ from pocketmq.remoting.headers import SendMessageRequestHeader, SendMessageReque
 from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import PutMessageResult, PutMessageStatus
+from pocketmq.store.timer import TIMER_MARKER, TimerIllegal, check_timer, is_timer_candidate
 
 SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
 
@@ -137,6 +142,10 @@ class SendMessageProcessor:
         if not body:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
         properties, wait = strip_wait(header.properties or "")
+        if TIMER_MARKER in properties or (req.code == RequestCode.SEND_BATCH_MESSAGE and b"TIMER_" in body):
+            refusal = self._check_timer(req, properties, body)
+            if refusal is not None:
+                return refusal
         if dead_letter:
             properties = strip_property(properties, "DELAY")  # a dead letter is not rescheduled
         if header.sys_flag & _TXN_MASK == _TXN_PREPARED or _TRAN_MARKER in properties:
@@ -198,11 +207,29 @@ class SendMessageProcessor:
             problem = validate_topic(topic)
             if problem is not None:
                 return req.response(ResponseCode.MESSAGE_ILLEGAL, problem)
-            if topic in NOT_ALLOWED_SEND_TOPIC_SET:
+            if topic in NOT_ALLOWED_SEND_TOPIC_SET or topic == RMQ_SYS_WHEEL_TIMER_TOPIC:  # timers only by the store
                 return req.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
             if len(self._checked_topics) >= _MAX_CHECKED_TOPICS:
                 self._checked_topics.clear()
             self._checked_topics.add(topic)
+        return None
+
+    def _check_timer(self, req: RemotingCommand, properties: str, body: bytes) -> RemotingCommand | None:
+        """A timer message beyond ``timerMaxDelaySec`` or with a malformed time is refused with RocketMQ's code
+        and remark; a batch may not carry timers (they would be delivered at once)."""
+        max_delay_ms = self.store.config.timer_max_delay_sec * 1000
+        if req.code == RequestCode.SEND_BATCH_MESSAGE:
+            with contextlib.suppress(ValueError):
+                if any(is_timer_candidate(entry.properties)
+                       for entry in decode_batch_body(body)):
+                    return req.response(ResponseCode.MESSAGE_ILLEGAL, "timer messages cannot be sent in a batch")
+        try:
+            check_timer(properties, int(time.time() * 1000), max_delay_ms)
+        except TimerIllegal as exc:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL,
+                                "timer message illegal, the delay time should not be bigger than the max delay "
+                                f"{max_delay_ms}ms; or if set del msg, the delay time should be bigger than the "
+                                f"current time ({exc})")
         return None
 
     def _is_dead_letter(self, header: SendHeader) -> bool:
