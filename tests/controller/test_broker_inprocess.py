@@ -2,7 +2,8 @@
 by the controller (brokerId=-1), one master elected, writes acknowledged by the in-sync slave, a topic created on the
 master present on the slave when the creation answers, the epoch file served over GET_BROKER_EPOCH_CACHE, the
 configuration rules of controller mode, and the rmq-admin controller commands: a planned switchover after which a
-delayed message and a prepared transaction of the old master are delivered and committed on the new one; the
+delayed message, a timer message and a prepared transaction of the old master are delivered and committed on the new
+one; the
 controller's and the brokers' metrics (epoch, SyncStateSet size, switchovers) follow it."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,10 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytes
                               properties="TRAN_MSG\x01true\x02PGROUP\x01raw-pg\x02UNIQ_KEY\x01t1")
         assert half.code == ResponseCode.SUCCESS, half.remark
         half_fields = half.ext_fields or {}
+        due_ms = int(time.time() * 1000) + 5000  # due after the switchover below
+        timer = await raw_send(master.addr, "CtlTopic", b"timer", properties=f"TIMER_DELIVER_MS\x01{due_ms}\x02"
+                               "UNIQ_KEY\x01tm1")
+        assert timer.code == ResponseCode.SUCCESS, timer.remark
 
         assert slave.replicas is not None
         elected = await asyncio.to_thread(rmq, capsys, ns.addr, "electMaster", "-bn", "broker-x",
@@ -171,9 +177,9 @@ async def test_controller_mode_brokers_in_one_loop(tmp_path: Path, capsys: pytes
             return {body for _q, _o, body in await stored_ids(slave.addr, "broker-x", "CtlTopic", queues=2)}
 
         async def moved() -> bool:
-            return {"txn", "delayed"} <= await on_new_master()
-        await eventually(moved, timeout=30, interval=0.5, message="the commit and the delayed message on the new "
-                         "master")
+            return {"txn", "delayed", "timer"} <= await on_new_master()
+        await eventually(moved, timeout=30, interval=0.5, message="the commit, the delayed and the timer message on "
+                         "the new master")
     finally:
         await client.close()
         for broker in brokers:
