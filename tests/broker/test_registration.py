@@ -38,10 +38,10 @@ def tap(ns: NamesrvController, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     original: Callable[..., Any] = ns.routes.register_broker
 
-    def spy(*args: Any) -> Any:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         wrapper = args[5]
         seen.append(-1 if wrapper is None else len(wrapper.topic_config_table))
-        return original(*args)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(ns.routes, "register_broker", spy)
     return seen
