@@ -93,6 +93,24 @@ class BrokerConfig:
     #: Refuse prepared messages (NO_PERMISSION), as RocketMQ's rejectTransactionMessage.
     reject_transaction_message: bool = False
     # --- end transactions ---
+    # --- POP (RocketMQ 5) ---
+    #: Queues of the revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` (POP's check points and acks).
+    revive_queue_num: int = 8
+    #: How often expired POP messages are looked for and revived (ms).
+    revive_interval: int = 200
+    #: Percent of pops that read the POP retry topic before the topic itself.
+    pop_from_retry_probability: int = 20
+    #: Messages of one queue a group may hold in flight; a queue past it is skipped by pops.
+    pop_inflight_message_threshold: int = 10_000
+    #: Pops parked per (topic, group, queue), and in all; beyond, POLLING_FULL.
+    pop_polling_size: int = 1024
+    max_pop_polling_size: int = 100_000
+    #: The invisible time a pop may ask for (ms); a change of invisible time may go down to 0.
+    min_invisible_time_mills_for_recv: int = 1000
+    max_invisible_time_mills: int = 12 * 3600 * 1000
+    #: How often the POP state snapshot is written when something changed (ms).
+    pop_state_snapshot_interval: int = 1000
+    # --- end POP ---
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None
@@ -118,6 +136,10 @@ class BrokerConfig:
             raise ValueError("haTailRecoveryTimeoutMs must be >= 0")
         if self.transaction_time_out < 0 or self.transaction_check_max < 0 or self.transaction_check_interval <= 0:
             raise ValueError("transactionTimeOut and transactionCheckMax must be >= 0, transactionCheckInterval > 0")
+        if self.revive_queue_num <= 0 or self.revive_interval <= 0 or self.pop_state_snapshot_interval <= 0:
+            raise ValueError("reviveQueueNum, reviveInterval and popStateSnapshotInterval must be positive")
+        if not 0 <= self.min_invisible_time_mills_for_recv <= self.max_invisible_time_mills:
+            raise ValueError("need 0 <= minInvisibleTimeMillsForRecv <= maxInvisibleTimeMills")
 
     @property
     def is_master(self) -> bool:

@@ -31,6 +31,10 @@ from pocketmq.broker.metadata import (
     load_topics,
     save_topics,
 )
+from pocketmq.broker.pop.long_polling import PopLongPollingService
+from pocketmq.broker.pop.processors import PopProcessor
+from pocketmq.broker.pop.revive import PopReviveService
+from pocketmq.broker.pop.service import PopService, PopSettings
 from pocketmq.broker.processors.admin import AdminBrokerProcessor
 from pocketmq.broker.processors.admin_clients import AdminClientsProcessor
 from pocketmq.broker.processors.admin_config import AdminConfigProcessor
@@ -54,6 +58,7 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
 from pocketmq.broker.stats import BrokerStats
 from pocketmq.broker.tail_recovery import TailRecovery, TailResult
+from pocketmq.broker.timer import TimerMessageService
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.check import TransactionalMessageCheckService
 from pocketmq.broker.transaction.end import EndTransactionProcessor
@@ -111,6 +116,14 @@ class BrokerController:
         self.delay_offsets = DelayOffsets(config_path(config_dir, "delayOffset.json"))
         self.hold = PullRequestHoldService()
         self.filters = ConsumerFilterManager()
+        # --- POP ---
+        self.pop_hold = PopLongPollingService(max_total=config.max_pop_polling_size,
+                                              max_per_queue=config.pop_polling_size)
+        #: RocketMQ 5's POP consumption (masters only; None on a slave)
+        self.pop: PopService | None = None
+        #: timer messages (masters only)
+        self.timer: TimerMessageService | None = None
+        # --- end POP ---
         self.acl: PlainAclService | None = None
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
@@ -183,8 +196,11 @@ class BrokerController:
                                             PermName.PERM_READ | PermName.PERM_WRITE)
         await self._recover_tail(self.store)  # an abnormal start: before the master takes any write
         self.store.add_arrival_listener(self.hold.notify)
+        self.store.add_arrival_listener(self.pop_hold.notify)
         await self._start_ha(self.store)
         await self._load_transactions(self.store)
+        await self._start_pop(self.store)
+        await self._start_timer(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
         await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
@@ -255,8 +271,14 @@ class BrokerController:
                                                       enable_property_filter=self.config.enable_property_filter)
         query = QueryMessageProcessor(store=store)
         tail = CommitLogTailProcessor(store=store, role=lambda: self.config.broker_role.name)
+        pop = PopProcessor(
+            pop=self.pop, hold=self.pop_hold, topics=self.topics, groups=self.groups, filters=self.filters,
+            broker_name=self.config.broker_name, broker_permission=lambda: self.config.broker_permission,
+            enable_property_filter=lambda: self.config.enable_property_filter,
+            min_invisible_time=self.config.min_invisible_time_mills_for_recv,
+            max_invisible_time=self.config.max_invisible_time_mills)
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
-                          tail, *admin_more):
+                          tail, pop, *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
@@ -278,6 +300,10 @@ class BrokerController:
         self._running = False
         await self._services.stop()
         await self.server.stop(grace=grace)
+        if self.pop is not None:
+            await self.pop.write_snapshot(force=True)
+        if self.timer is not None:
+            await self.timer.write_checkpoint()
         if self.ha_service is not None:
             await self.ha_service.stop()
         if self.ha_client is not None:
@@ -388,6 +414,35 @@ class BrokerController:
         self.transaction_check = TransactionalMessageCheckService(
             self.transactions, self.clients, self.topics, interval_ms=c.transaction_check_interval,
             timeout_ms=c.transaction_time_out, check_max=c.transaction_check_max)
+
+    async def _start_pop(self, store: MessageStore) -> None:
+        """Masters: rebuild POP's state from the revive log, then revive expired messages and write state
+        snapshots in the background (slaves replicate the records and serve no POP)."""
+        if not self.config.is_master:
+            return
+        c = self.config
+        self.pop = PopService(
+            store=store, topics=self.topics, groups=self.groups, offsets=self.offsets, hold=self.pop_hold,
+            settings=PopSettings(broker_name=c.broker_name, cluster_name=c.broker_cluster_name,
+                                 revive_queue_num=c.revive_queue_num,
+                                 pop_from_retry_probability=c.pop_from_retry_probability,
+                                 inflight_threshold=c.pop_inflight_message_threshold,
+                                 max_invisible_time=c.max_invisible_time_mills),
+            store_addr=self.addr)
+        await self.pop.recover()
+        self._services.add_child(PopReviveService(self.pop, c.revive_interval))
+        self._services.add_child(periodic("pop-snapshot", c.pop_state_snapshot_interval / 1000,
+                                          self.pop.write_snapshot))
+
+    async def _start_timer(self, store: MessageStore) -> None:
+        """Masters: take back the pending timer messages, then deliver them when due (slaves replicate the timer
+        queue and its checkpoints and deliver nothing)."""
+        if not self.config.is_master:
+            return
+        self.timer = TimerMessageService(store, self.topics, self.addr)
+        await self.timer.recover()
+        store.add_arrival_listener(self.timer.on_arrival)
+        self._services.add_child(self.timer)
 
     def _rewind_guard(self, store: MessageStore) -> RewindGuard | None:
         """After an abnormal start of a master: each queue's end as recovery left it (pocketmq.broker.rewind_guard)."""

@@ -22,6 +22,9 @@ _PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.OS_PAGECACHE_BUSY: (
         ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy: too many writers wait on disk"),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "unknown store error"),
+    PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL, "timer message illegal, the delivery time is not a number or beyond the max "
+                                      "delay (timerMaxDelaySec)"),
 }
 
 _FOUND = GetMessageStatus.FOUND

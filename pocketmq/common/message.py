@@ -54,6 +54,27 @@ class MessageConst:
 
     #: Keys are space-separated inside ``KEYS``.
     KEY_SEPARATOR = " "
+    # --- RocketMQ 5: POP, timers, FIFO ---
+    #: A popped message's check-point info (``pocketmq.common.pop``), set by the client from the pop response.
+    PROPERTY_POP_CK = "POP_CK"
+    PROPERTY_POP_CK_OFFSET = "POP_CK_OFFSET"
+    #: When a revived message was first popped (ms).
+    PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
+    #: A FIFO message's message group: one group goes to one queue.
+    PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+    #: A timer message's delivery time: absolute (ms since the epoch), or relative in seconds or ms.
+    PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    #: Set by the broker on a stored timer message: when it fires (ms); kept on the delivered message.
+    PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+    PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    PROPERTY_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+    PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+    PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
+    PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+    # --- end RocketMQ 5 ---
 
 
 NAME_VALUE_SEPARATOR = "\x01"

@@ -19,6 +19,8 @@ RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+RMQ_SYS_WHEEL_TIMER_TOPIC = "rmq_sys_wheel_timer"
+"""Timer messages wait here (queue 0) until they are due; their consume-queue tag code is the delivery time."""
 
 NOT_ALLOWED_SEND_TOPIC_SET = frozenset({
     RMQ_SYS_SCHEDULE_TOPIC,
@@ -27,6 +29,7 @@ NOT_ALLOWED_SEND_TOPIC_SET = frozenset({
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_SELF_TEST_TOPIC,
     RMQ_SYS_OFFSET_MOVED_EVENT,
+    RMQ_SYS_WHEEL_TIMER_TOPIC,
 })
 """System topics no producer may send to directly."""
 

@@ -76,6 +76,13 @@ class ResponseCode(IntEnum):
     UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
+    # --- RocketMQ 5 POP ---
+    #: A request field out of range (a POP's ``maxMsgNums`` above 32, a queue id, an invisible time).
+    INVALID_PARAMETER = 29
+    #: 5.x reuses 209 and 210 for POP long polling: too many parked pops / a pop that found nothing in time.
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
+    # --- end RocketMQ 5 POP ---
 
 
 class RequestCode(IntEnum):
@@ -160,6 +167,15 @@ class RequestCode(IntEnum):
     #: for the commit-log tail it lost (``broker.tail_recovery``); header ``offset``, ``maxBytes``; answer:
     #: the raw bytes from ``offset`` within one file, ext ``maxOffset`` and ``minOffset``. Only a slave serves it.
     GET_COMMIT_LOG_TAIL = 9001
+    # --- RocketMQ 5 POP (apache/rocketmq 5.x RequestCode) ---
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
+    # --- end RocketMQ 5 POP ---
 
 
 #: The version number we put in headers: RocketMQ 4.9.4's ``MQVersion`` ordinal (V4_9_4).

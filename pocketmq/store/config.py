@@ -125,6 +125,8 @@ class StoreConfig:
     """Most records one query by key answers."""
     default_query_max_num: int = 32
     """``maxNum`` of a query by unique key (the client's own is ignored, as in RocketMQ)."""
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    """Timer messages (``TIMER_DELIVER_MS``...) may be due at most this far ahead; later ones are refused."""
 
     def __post_init__(self) -> None:
         _check(bool(self.store_path_root_dir), "store_path_root_dir must be set")
@@ -148,6 +150,7 @@ class StoreConfig:
         for name in ("max_hash_slot_num", "max_msgs_num_batch", "default_query_max_num"):
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.max_index_num >= 2, "max_index_num must be at least 2")
+        _check(self.timer_max_delay_sec > 0, "timer_max_delay_sec must be positive")
         parse_delete_when(self.delete_when)
         parse_delay_levels(self.message_delay_level)
         parse_host_port(self.store_host)
@@ -225,6 +228,7 @@ PROPERTY_NAMES: dict[str, str] = {
     "maxIndexNum": "max_index_num",
     "maxMsgsNumBatch": "max_msgs_num_batch",
     "defaultQueryMaxNum": "default_query_max_num",
+    "timerMaxDelaySec": "timer_max_delay_sec",
 }
 """RocketMQ property name -> StoreConfig field."""
 

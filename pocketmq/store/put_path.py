@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -38,6 +39,7 @@ from pocketmq.store.mapped_file import NoSpaceHandler, is_no_space
 from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from pocketmq.store.queue_table import ConsumeQueueTable
 from pocketmq.store.results import AppendMessageStatus, PutMessageResult, PutMessageStatus
+from pocketmq.store.timer import TIMER_MARKER, schedule_timer
 
 PutOutcome = PutMessageResult | Awaitable[PutMessageResult]
 """What a put gives: the result, or an awaitable of it when the put has to wait."""
@@ -107,6 +109,7 @@ class PutPath:
         self._queues = queues
         self._cq_table = queues.queues
         self._delay_levels = config.delay_levels_ms
+        self._timer_max_delay_ms = config.timer_max_delay_sec * 1000
         self._arrival = listeners.arrival
         self._growth = listeners.growth
         self._notify_arrival = listeners.notify_arrival
@@ -140,6 +143,12 @@ class PutPath:
         if not self.writable:
             return self._not_writable()
         props = msg.properties
+        if TIMER_MARKER in props:
+            timed = schedule_timer(msg, int(time.time() * 1000), self._timer_max_delay_ms)
+            if timed is None:
+                return PutMessageResult(PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL)
+            msg = timed
+            props = msg.properties
         if DELAY_MARKER in props and msg.topic != RMQ_SYS_SCHEDULE_TOPIC:
             msg = schedule(msg, self._delay_levels)
             props = msg.properties
@@ -272,7 +281,7 @@ class PutPath:
             return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY)
         result = self._append(msg, False)
         if result is None:
-            target = schedule(msg, self._delay_levels) if DELAY_MARKER in msg.properties else msg
+            target = self._target(msg)
             return self._put_later(target.topic, target.queue_id, functools.partial(self._append, msg, False), wait)
         return self._flush_and_replica(result) if wait else result
 
@@ -286,6 +295,12 @@ class PutPath:
             return self._put_later(batch.topic, batch.queue_id, functools.partial(self._append_batch, batch, False),
                                    wait)
         return self._flush_and_replica(result) if wait else result
+
+    def _target(self, msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
+        """The message as :meth:`_append` rewrites it (a timer or a delayed message): its queue needs the room."""
+        if TIMER_MARKER in msg.properties:
+            msg = schedule_timer(msg, int(time.time() * 1000), self._timer_max_delay_ms) or msg
+        return schedule(msg, self._delay_levels) if DELAY_MARKER in msg.properties else msg
 
     def has_flush_capacity(self) -> bool:
         """False when the bound on waiting SYNC_FLUSH writers is reached."""

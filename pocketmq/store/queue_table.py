@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterator
 
 from pocketmq.common.record import DispatchRequest
 from pocketmq.common.sysflag import MessageSysFlag
-from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC
+from pocketmq.common.topic import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_WHEEL_TIMER_TOPIC
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.delay import deliver_time
 from pocketmq.store.mapped_file import MappedFile, MappedFileAllocator, wait_shared
+from pocketmq.store.timer import timer_out_ms
 
 _TXN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TXN_COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
@@ -158,6 +159,8 @@ class ConsumeQueueTable:
             return SKIPPED
         if topic == RMQ_SYS_SCHEDULE_TOPIC:
             tags = deliver_time(self._delay_levels, delay_level or queue_id + 1, stamp)
+        elif topic == RMQ_SYS_WHEEL_TIMER_TOPIC:
+            tags = self._timer_due(phys, size)
         queues = self.queues.get(topic)
         cq = queues.get(queue_id) if queues is not None else None
         if cq is None or not cq.try_put(queue_offset, phys, size, tags):
@@ -172,6 +175,12 @@ class ConsumeQueueTable:
         if offsets.get(queue_id, 0) <= queue_offset:
             offsets[queue_id] = queue_offset + 1
         return DISPATCHED
+
+    def _timer_due(self, phys: int, size: int) -> int:
+        """A timer record's tag code: its ``TIMER_OUT_MS`` (the master computed it from a relative delay, so
+        it is read back, not recomputed)."""
+        record = self._commit_log.look_message(phys, size)
+        return timer_out_ms(record.properties) if record is not None else 0
 
     def truncate(self, offset: int) -> list[MappedFile]:
         """Drop the units of the records at or after commit-log ``offset`` (a slave's log cut back to its

@@ -25,6 +25,8 @@ class PutMessageStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    #: A timer message whose delivery time is not a number or beyond ``timerMaxDelaySec`` (nothing stored).
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
 
     @property
     def is_stored(self) -> bool:

@@ -10,11 +10,11 @@ from typing import Any
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.metadata import ConsumerOffsetManager, DelayOffsets, SubscriptionGroupManager
 from pocketmq.broker.processors.admin_clients import connection_json
+from pocketmq.broker.redeliver import mark_dead_letter, origin_message_id, redelivered
 from pocketmq.broker.status import put_status_to_response
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.common.logs import get_logger
-from pocketmq.common.message import MessageConst, encode_properties, parse_properties
-from pocketmq.common.record import message_id
+from pocketmq.common.message import MessageConst, parse_properties
 from pocketmq.common.topic import dlq_topic, retry_topic
 from pocketmq.common.topic_config import PermName
 from pocketmq.remoting import route as rd
@@ -29,7 +29,6 @@ from pocketmq.remoting.headers import (
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from pocketmq.store.message import MessageExtBrokerInner
 from pocketmq.store.message_store import MessageStore
 
 log = get_logger("pocketmq.broker.consumer_manage")
@@ -196,24 +195,19 @@ class ConsumerManageProcessor:
         props = parse_properties(record.properties)
         props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, record.topic)
         props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+        props.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, h.origin_msg_id or origin_message_id(record, props))
         max_times = h.max_reconsume_times if h.max_reconsume_times is not None else group.retry_max_times
         if record.reconsume_times >= max_times or h.delay_level < 0:
             topic = dlq_topic(h.group)
             self.topics.create_system_topic(topic, 1, PermName.PERM_READ | PermName.PERM_WRITE)
+            mark_dead_letter(props, record, h.origin_topic or record.topic)
         else:
             topic = retry_topic(h.group)
             self.topics.create_system_topic(topic, group.retry_queue_nums, PermName.PERM_READ | PermName.PERM_WRITE)
             level = h.delay_level if h.delay_level > 0 else 3 + record.reconsume_times
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
-        origin = (h.origin_msg_id or props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                  or message_id(bytes(record.store_host), record.physical_offset))
-        props.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, origin)
-        msg = MessageExtBrokerInner(
-            topic=topic, body=bytes(record.body), queue_id=random.randrange(max(group.retry_queue_nums, 1)),
-            flag=record.flag, properties=encode_properties(props), sys_flag=record.sys_flag,
-            born_timestamp=record.born_timestamp, born_host=bytes(record.born_host),
-            reconsume_times=record.reconsume_times + 1,
-        )
+        msg = redelivered(record, topic=topic, queue_id=random.randrange(max(group.retry_queue_nums, 1)),
+                          properties=props, reconsume_times=record.reconsume_times + 1)
         result = await self.store.put_message(msg)
         return req.response(*put_status_to_response(result.status))
 

@@ -10,7 +10,9 @@ consume-queue file to create) becomes a coroutine.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 
@@ -19,6 +21,7 @@ from pocketmq.broker.status import put_status_to_response
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.bridge import to_half_message
 from pocketmq.broker.transaction.service import TransactionalMessageService
+from pocketmq.common.batch import decode_batch_body
 from pocketmq.common.message import MessageConst, get_property, join_properties
 from pocketmq.common.record import MAX_PROPERTIES_LENGTH, encode_host
 from pocketmq.common.sysflag import MessageSysFlag
@@ -39,6 +42,7 @@ from pocketmq.remoting.headers import SendMessageRequestHeader, SendMessageReque
 from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import PutMessageResult, PutMessageStatus
+from pocketmq.store.timer import TIMER_MARKER, TimerIllegal, check_timer, is_timer_candidate
 
 SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
 
@@ -149,6 +153,10 @@ class SendMessageProcessor:
         if not body:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
         properties, wait = strip_wait(header.properties or "")
+        if TIMER_MARKER in properties or (req.code == RequestCode.SEND_BATCH_MESSAGE and b"TIMER_" in body):
+            refusal = self._check_timer(req, properties, body)
+            if refusal is not None:
+                return refusal
         if dead_letter:
             properties = strip_property(properties, "DELAY")  # a dead letter is not rescheduled
         if header.sys_flag & _TXN_MASK == _TXN_PREPARED or _TRAN_MARKER in properties:
@@ -193,6 +201,24 @@ class SendMessageProcessor:
             if len(self._checked_topics) >= _MAX_CHECKED_TOPICS:
                 self._checked_topics.clear()
             self._checked_topics.add(topic)
+        return None
+
+    def _check_timer(self, req: RemotingCommand, properties: str, body: bytes) -> RemotingCommand | None:
+        """A timer message beyond ``timerMaxDelaySec`` or with a malformed time is refused with RocketMQ's code
+        and remark; a batch may not carry timers (they would be delivered at once)."""
+        max_delay_ms = self.store.config.timer_max_delay_sec * 1000
+        if req.code == RequestCode.SEND_BATCH_MESSAGE:
+            with contextlib.suppress(ValueError):
+                if any(is_timer_candidate(entry.properties)
+                       for entry in decode_batch_body(body)):
+                    return req.response(ResponseCode.MESSAGE_ILLEGAL, "timer messages cannot be sent in a batch")
+        try:
+            check_timer(properties, int(time.time() * 1000), max_delay_ms)
+        except TimerIllegal as exc:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL,
+                                "timer message illegal, the delay time should not be bigger than the max delay "
+                                f"{max_delay_ms}ms; or if set del msg, the delay time should be bigger than the "
+                                f"current time ({exc})")
         return None
 
     def _is_dead_letter(self, header: SendHeader) -> bool:
