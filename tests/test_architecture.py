@@ -34,11 +34,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     "client": frozenset({"common", "remoting"}),
     "ha": frozenset({"common", "store"}),
     "spark_jobs": frozenset({"common", "store"}),
-    "broker": frozenset({"common", "remoting", "store", "ha"}),
-    "admin": frozenset({"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker"}),
+    "proxy": frozenset({"common", "remoting", "client"}),
+    "broker": frozenset({"common", "remoting", "store", "ha", "proxy"}),
+    "admin": frozenset({"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker",
+                        "proxy"}),
     "chaos": frozenset({"conf", "common", "remoting", "store", "client", "admin"}),
     "bench": frozenset(
-        {"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker", "admin"}
+        {"conf", "common", "remoting", "store", "namesrv", "client", "ha", "spark_jobs", "broker", "admin", "proxy"}
     ),
 }
 """Which of our packages each package may import (besides itself)."""

@@ -77,7 +77,7 @@ class BrokerConfig:
     #: Plain ACL (RocketMQ 4.9): every request is checked against :attr:`plain_acl_file` (reloaded on change).
     acl_enable: bool = False
     #: The ACL file; empty: ``$ROCKETMQ_HOME/conf/plain_acl.yml`` (where RocketMQ reads it), then
-    #: ``./conf/plain_acl.yml``, and no start without one (see :mod:`pocketmq.broker.acl.service`).
+    #: ``./conf/plain_acl.yml``, and no start without one (see :mod:`pocketmq.remoting.plain_acl.service`).
     plain_acl_file: str = ""
     #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as RocketMQ does.
     trace_topic_enable: bool = False

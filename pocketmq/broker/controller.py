@@ -16,7 +16,6 @@ import dataclasses
 import shutil
 import struct
 
-from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole
@@ -75,6 +74,7 @@ from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
 from pocketmq.remoting.metrics import Metrics, MetricsServer
+from pocketmq.remoting.plain_acl import PlainAclService
 from pocketmq.remoting.server import RemotingServer, ServerConfig
 from pocketmq.store.message_store import MessageStore
 

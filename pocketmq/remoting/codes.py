@@ -176,6 +176,9 @@ class RequestCode(IntEnum):
     POLLING_INFO = 200055
     BATCH_ACK_MESSAGE = 200151
     # --- end RocketMQ 5 POP ---
+    # --- RocketMQ 5 proxy (reads one consumer group's settings) ---
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352
+    # --- end RocketMQ 5 proxy ---
 
 
 #: The version number we put in headers: RocketMQ 4.9.4's ``MQVersion`` ordinal (V4_9_4).

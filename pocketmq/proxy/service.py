@@ -1,0 +1,677 @@
+"""``apache.rocketmq.v2.MessagingService``: each call of the service, mapped onto the cluster as RocketMQ 5's proxy
+maps it (``GrpcMessagingApplication`` and its activities; the mapping is in docs/design/grpc.md).
+
+Every call answers with a ``Status`` in its response (``apache.rocketmq.v2.Code``), never with a gRPC error, as
+the Java proxy does; a call this proxy does not serve answers NOT_IMPLEMENTED. The gRPC layer itself (a request
+that is not a protobuf of the method's type, an unknown method) answers with gRPC's own status. Each call is
+timed and counted by method and code (:class:`CallMetrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message as ProtoMessage
+from grpc import aio
+
+from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.common.filter import compile_selector
+from pocketmq.common.filter.errors import FilterError
+from pocketmq.common.logs import get_logger
+from pocketmq.common.message import MessageConst
+from pocketmq.common.pop import PopFormatError, ReceiptHandle
+from pocketmq.common.subscription import ExpressionType, SubscriptionData, build_subscription_data
+from pocketmq.common.sysflag import MessageSysFlag
+from pocketmq.common.topic import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    NOT_ALLOWED_SEND_TOPIC_SET,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_TOPIC_PREFIX,
+    validate_topic,
+)
+from pocketmq.proxy import convert
+from pocketmq.proxy.apis import definition_pb2 as pb
+from pocketmq.proxy.apis import service_pb2 as spb
+from pocketmq.proxy.auth import Authenticator, CallIdentity
+from pocketmq.proxy.backend import Backend
+from pocketmq.proxy.clients import ClientRegistry, ClientState
+from pocketmq.proxy.config import ProxyConfig
+from pocketmq.proxy.errors import OK_STATUS, Code, ProxyError, status
+from pocketmq.proxy.metrics import CallMetrics
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import Connection
+from pocketmq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+
+log = get_logger("pocketmq.proxy.service")
+
+SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
+POP_MAX_NUMS = 32
+"""A receive pops at most this many messages (``ProxyUtils.MAX_MSG_NUMS_FOR_POP_REQUEST``)."""
+NACK_INVISIBLE_MS = 1000
+"""Popped messages a client could not be given become visible again after this long."""
+_SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", "CID_ONSAPI_", "CID_ONS-HTTP-PROXY", "CID_HOUSEKEEPING", "PROXY_")
+_DEFAULT_RETRY_NEXT_MS = (1000, 5000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000,
+                          420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000)
+"""A consumer's back-off between delivery attempts: RocketMQ's default ``CustomizedRetryPolicy`` (delay levels)."""
+
+Req = TypeVar("Req", bound=ProtoMessage)
+Resp = TypeVar("Resp", bound=ProtoMessage)
+
+
+def _duration_ms(duration: Any) -> int:
+    return int(duration.seconds * 1000 + duration.nanos // 1_000_000)
+
+
+def check_topic(name: str) -> None:
+    """``GrpcValidator.validateTopic``: ILLEGAL_TOPIC for a bad name or a system topic."""
+    problem = validate_topic(name)
+    if problem is not None:
+        raise ProxyError(Code.ILLEGAL_TOPIC, problem)
+    if (name in NOT_ALLOWED_SEND_TOPIC_SET or name.startswith(RMQ_SYS_TOPIC_PREFIX) or name.startswith("rmq_sys_")
+            or name.startswith(RETRY_GROUP_TOPIC_PREFIX) or name.startswith(DLQ_GROUP_TOPIC_PREFIX)):
+        raise ProxyError(Code.ILLEGAL_TOPIC, "cannot access system topic")
+
+
+def check_group(name: str) -> None:
+    """``GrpcValidator.validateConsumerGroup``."""
+    problem = validate_topic(name)
+    if problem is not None:
+        raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, problem.replace("topic", "group"))
+    if name.startswith(_SYSTEM_GROUP_PREFIXES):
+        raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, "cannot use system consumer group")
+
+
+def subscription_of(topic: str, expression: pb.FilterExpression) -> SubscriptionData:
+    """``FilterAPI.build``: ILLEGAL_FILTER_EXPRESSION for an expression that does not parse."""
+    text = expression.expression or "*"
+    if expression.type == pb.SQL:
+        try:
+            compile_selector(text)
+        except FilterError as exc:
+            raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, f"expression format is not correct: {exc}") from None
+        return SubscriptionData(topic, text, sub_version=int(time.time() * 1000), expression_type=ExpressionType.SQL92)
+    return build_subscription_data(topic, text, int(time.time() * 1000))
+
+
+def _aggregate(codes: set[int]) -> pb.Status:
+    """One status for several entries: their code when they agree, MULTIPLE_RESULTS otherwise."""
+    if len(codes) > 1:
+        return status(Code.MULTIPLE_RESULTS)
+    if codes:
+        return status(codes.pop())  # type: ignore[arg-type]
+    return status(Code.INTERNAL_SERVER_ERROR, "no entry")
+
+
+class MessagingService:
+    """The calls (module docstring); :meth:`handler` is what the gRPC server serves."""
+
+    def __init__(self, config: ProxyConfig, backend: Backend, clients: ClientRegistry, metrics: CallMetrics,
+                 auth: Authenticator | None = None) -> None:
+        self.config = config
+        self.backend = backend
+        self.clients = clients
+        self.metrics = metrics
+        self.auth = auth
+        self.limits = config.limits()
+        self._tasks: set[asyncio.Task[None]] = set()
+        backend.on_request(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
+
+    # -- the handler table ---------------------------------------------------------------------------------
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        unary: dict[str, tuple[Callable[..., Awaitable[Any]], type[ProtoMessage], type[ProtoMessage]]] = {
+            "QueryRoute": (self.query_route, spb.QueryRouteRequest, spb.QueryRouteResponse),
+            "Heartbeat": (self.heartbeat, spb.HeartbeatRequest, spb.HeartbeatResponse),
+            "SendMessage": (self.send_message, spb.SendMessageRequest, spb.SendMessageResponse),
+            "QueryAssignment": (self.query_assignment, spb.QueryAssignmentRequest, spb.QueryAssignmentResponse),
+            "AckMessage": (self.ack_message, spb.AckMessageRequest, spb.AckMessageResponse),
+            "ForwardMessageToDeadLetterQueue": (self.forward_to_dlq, spb.ForwardMessageToDeadLetterQueueRequest,
+                                                spb.ForwardMessageToDeadLetterQueueResponse),
+            "EndTransaction": (self.end_transaction, spb.EndTransactionRequest, spb.EndTransactionResponse),
+            "NotifyClientTermination": (self.notify_client_termination, spb.NotifyClientTerminationRequest,
+                                        spb.NotifyClientTerminationResponse),
+            "ChangeInvisibleDuration": (self.change_invisible_duration, spb.ChangeInvisibleDurationRequest,
+                                        spb.ChangeInvisibleDurationResponse),
+            "UpdateOffset": (self._not_implemented, spb.UpdateOffsetRequest, spb.UpdateOffsetResponse),
+            "GetOffset": (self._not_implemented, spb.GetOffsetRequest, spb.GetOffsetResponse),
+            "QueryOffset": (self._not_implemented, spb.QueryOffsetRequest, spb.QueryOffsetResponse),
+            "RecallMessage": (self._not_implemented, spb.RecallMessageRequest, spb.RecallMessageResponse),
+            "SyncLiteSubscription": (self._not_implemented, spb.SyncLiteSubscriptionRequest,
+                                     spb.SyncLiteSubscriptionResponse),
+        }
+        handlers: dict[str, grpc.RpcMethodHandler] = {}
+        for name, (fn, req, resp) in unary.items():
+            handlers[name] = grpc.unary_unary_rpc_method_handler(
+                self._unary(name, fn, resp), request_deserializer=req.FromString,
+                response_serializer=resp.SerializeToString)
+        handlers["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
+            self._streaming("ReceiveMessage", self.receive_message, spb.ReceiveMessageResponse),
+            request_deserializer=spb.ReceiveMessageRequest.FromString,
+            response_serializer=spb.ReceiveMessageResponse.SerializeToString)
+        handlers["PullMessage"] = grpc.unary_stream_rpc_method_handler(
+            self._streaming("PullMessage", self._pull_not_implemented, spb.PullMessageResponse),
+            request_deserializer=spb.PullMessageRequest.FromString,
+            response_serializer=spb.PullMessageResponse.SerializeToString)
+        handlers["Telemetry"] = grpc.stream_stream_rpc_method_handler(
+            self.telemetry, request_deserializer=spb.TelemetryCommand.FromString,
+            response_serializer=spb.TelemetryCommand.SerializeToString)
+        return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+    def _identity(self, method: str, request: ProtoMessage, context: aio.ServicerContext[Any, Any]) -> CallIdentity:
+        identity = CallIdentity.of(context)
+        if self.auth is not None:
+            self.auth.check(method, request, identity)
+        return identity
+
+    def _unary(self, method: str, fn: Callable[[Any, CallIdentity, aio.ServicerContext[Any, Any]], Awaitable[Any]],
+               response: type[ProtoMessage]) -> Callable[[Any, aio.ServicerContext[Any, Any]], Awaitable[Any]]:
+        timer = self.metrics.timer(method)
+
+        async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
+            started = time.perf_counter()
+            try:
+                result = await fn(request, self._identity(method, request, context), context)
+            except ProxyError as exc:
+                result = response(status=exc.status())  # type: ignore[call-arg]
+            except Exception as exc:
+                log.exception("call_failed", method=method)
+                result = response(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))  # type: ignore[call-arg]
+            timer(result.status.code, time.perf_counter() - started)
+            return result
+
+        return call
+
+    def _streaming(self, method: str,
+                   fn: Callable[[Any, CallIdentity, aio.ServicerContext[Any, Any]], AsyncIterator[Any]],
+                   response: type[ProtoMessage]) -> Callable[[Any, aio.ServicerContext[Any, Any]], AsyncIterator[Any]]:
+        timer = self.metrics.timer(method)
+
+        async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            started = time.perf_counter()
+            code: int = Code.OK
+            try:
+                async for item in fn(request, self._identity(method, request, context), context):
+                    if item.HasField("status"):
+                        code = item.status.code
+                    yield item
+            except ProxyError as exc:
+                code = exc.code
+                yield response(status=exc.status())  # type: ignore[call-arg]
+            except Exception as exc:
+                log.exception("call_failed", method=method)
+                code = Code.INTERNAL_SERVER_ERROR
+                yield response(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))  # type: ignore[call-arg]
+            timer(code, time.perf_counter() - started)
+
+        return call
+
+    async def _not_implemented(self, request: Any, identity: CallIdentity,
+                               context: aio.ServicerContext[Any, Any]) -> Any:
+        raise ProxyError(Code.NOT_IMPLEMENTED, f"{type(request).__name__[:-len('Request')]} is not implemented "
+                                               "by the PocketMQ proxy")
+
+    async def _pull_not_implemented(self, request: Any, identity: CallIdentity,
+                                    context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        raise ProxyError(Code.NOT_IMPLEMENTED, "PullMessage is not implemented by the PocketMQ proxy")
+        yield  # an async generator, like every streaming call
+
+    def _client(self, identity: CallIdentity) -> ClientState:
+        return self.clients.touch(identity.client_id, identity.language, identity.version, identity.remote)
+
+    # -- routes ------------------------------------------------------------------------------------------
+
+    def _endpoints(self, requested: pb.Endpoints) -> pb.Endpoints:
+        """Where clients reach this proxy: ``proxyAdvertisedAddr``, else the address they used."""
+        advertised = self.config.proxy_advertised_addr
+        if advertised:
+            host, _, port = advertised.rpartition(":")
+            return pb.Endpoints(scheme=pb.IPv4 if host.replace(".", "").isdigit() else pb.DOMAIN_NAME,
+                                addresses=[pb.Address(host=host, port=int(port))])
+        if not requested.addresses:
+            raise ProxyError(Code.ILLEGAL_ACCESS_POINT, "the request names no endpoints")
+        return requested
+
+    async def query_route(self, request: spb.QueryRouteRequest, identity: CallIdentity,
+                          context: aio.ServicerContext[Any, Any]) -> spb.QueryRouteResponse:
+        topic = request.topic.name
+        check_topic(topic)
+        route = await self.backend.route(topic)
+        accepted = convert.accepted_types(await self.backend.topic_attributes(topic))
+        endpoints = self._endpoints(request.endpoints)
+        masters = {b.broker_name for b in route.broker_datas if 0 in b.broker_addrs}
+        queues = []
+        for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            if data.broker_name not in masters:
+                continue
+            broker = pb.Broker(name=data.broker_name, id=0, endpoints=endpoints)
+            for queue_id, permission in _queue_permissions(data.perm, data.read_queue_nums, data.write_queue_nums):
+                queues.append(pb.MessageQueue(topic=request.topic, id=queue_id, permission=permission,  # type: ignore[arg-type]
+                                              broker=broker, accept_message_types=accepted))  # type: ignore[arg-type]
+        return spb.QueryRouteResponse(status=OK_STATUS, message_queues=queues)
+
+    async def query_assignment(self, request: spb.QueryAssignmentRequest, identity: CallIdentity,
+                               context: aio.ServicerContext[Any, Any]) -> spb.QueryAssignmentResponse:
+        topic, group = request.topic.name, request.group.name
+        check_topic(topic)
+        check_group(group)
+        route = await self.backend.route(topic)
+        settings = await self.backend.group_settings(group, self.config.default_max_delivery_attempts)
+        endpoints = self._endpoints(request.endpoints)
+        assignments = []
+        masters = {b.broker_name for b in route.broker_datas if 0 in b.broker_addrs}
+        for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            if data.broker_name not in masters or not data.perm & 4 or data.read_queue_nums <= 0:
+                continue
+            permission = _permission(data.perm)
+            broker = pb.Broker(name=data.broker_name, id=0, endpoints=endpoints)
+            ids = range(data.read_queue_nums) if settings.fifo else (-1,)
+            for queue_id in ids:
+                queue = pb.MessageQueue(topic=request.topic, id=queue_id, permission=permission,  # type: ignore[arg-type]
+                                        broker=broker)
+                assignments.append(pb.Assignment(message_queue=queue))
+        if not assignments:
+            return spb.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
+        return spb.QueryAssignmentResponse(status=OK_STATUS, assignments=assignments)
+
+    # -- clients -----------------------------------------------------------------------------------------
+
+    async def heartbeat(self, request: spb.HeartbeatRequest, identity: CallIdentity,
+                        context: aio.ServicerContext[Any, Any]) -> spb.HeartbeatResponse:
+        client = self._client(identity)
+        kind = client.settings.client_type if client.settings is not None else request.client_type
+        if kind in (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER):
+            check_group(request.group.name)
+            self.clients.note_consumer(client, kind, request.group.name)
+        elif kind != pb.PRODUCER:
+            return spb.HeartbeatResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE,
+                                                       pb.ClientType.Name(kind)))  # type: ignore[arg-type]
+        return spb.HeartbeatResponse(status=OK_STATUS)
+
+    async def notify_client_termination(self, request: spb.NotifyClientTerminationRequest, identity: CallIdentity,
+                                        context: aio.ServicerContext[Any, Any]) -> spb.NotifyClientTerminationResponse:
+        removed = await self.clients.remove(identity.client_id)
+        if removed is None:
+            return spb.NotifyClientTerminationResponse(
+                status=status(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client"))
+        return spb.NotifyClientTerminationResponse(status=OK_STATUS)
+
+    async def telemetry(self, requests: AsyncIterator[spb.TelemetryCommand],
+                        context: aio.ServicerContext[Any, Any]) -> AsyncIterator[spb.TelemetryCommand]:
+        """The client's settings in, the merged settings (and check-backs) out, until either side ends."""
+        timer = self.metrics.timer("Telemetry")
+        started = time.perf_counter()
+        identity = CallIdentity.of(context)
+        try:
+            if self.auth is not None:
+                self.auth.check("Telemetry", None, identity)
+            client = self._client(identity)
+        except ProxyError as exc:
+            timer(exc.code, time.perf_counter() - started)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED if exc.code == Code.UNAUTHORIZED
+                                else grpc.StatusCode.INVALID_ARGUMENT, exc.message)
+            return
+        outbox = self.clients.open_stream(client)
+        reader = asyncio.get_running_loop().create_task(self._read_telemetry(requests, client, outbox))
+        code: int = Code.OK
+        try:
+            while True:
+                getter = asyncio.ensure_future(outbox.get())
+                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    break
+                command = getter.result()
+                if command.ByteSize() == 0:
+                    break
+                yield command
+            if reader.done() and reader.exception() is not None:
+                exc = reader.exception()
+                if isinstance(exc, ProxyError):
+                    code = exc.code
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                        f"process client telemetryCommand failed. {exc.message}")
+        finally:
+            reader.cancel()
+            self.clients.close_stream(client, outbox)
+            timer(code, time.perf_counter() - started)
+
+    async def _read_telemetry(self, requests: AsyncIterator[spb.TelemetryCommand], client: ClientState,
+                              outbox: asyncio.Queue[spb.TelemetryCommand]) -> None:
+        async for command in requests:
+            client.last_seen = time.monotonic()
+            if command.HasField("settings"):
+                await outbox.put(await self._settings(client, command.settings))
+
+    async def _settings(self, client: ClientState, settings: pb.Settings) -> spb.TelemetryCommand:
+        """``ClientActivity.processAndWriteClientSettings``: register the client, answer the merged settings."""
+        subscriptions: list[SubscriptionData] = []
+        merged = pb.Settings()
+        merged.CopyFrom(settings)
+        if settings.HasField("publishing"):
+            for topic in settings.publishing.topics:
+                check_topic(topic.name)
+            backoff = merged.backoff_policy
+            backoff.max_attempts = self.config.grpc_client_producer_max_attempts
+            backoff.exponential_backoff.initial.FromMilliseconds(self.config.grpc_client_producer_backoff_initial_millis)
+            backoff.exponential_backoff.max.FromMilliseconds(self.config.grpc_client_producer_backoff_max_millis)
+            backoff.exponential_backoff.multiplier = self.config.grpc_client_producer_backoff_multiplier
+            merged.publishing.validate_message_type = self.config.enable_topic_message_type_check
+            merged.publishing.max_body_size = self.config.max_message_size
+        elif settings.HasField("subscription"):
+            group = settings.subscription.group.name
+            check_group(group)
+            for entry in settings.subscription.subscriptions:
+                subscriptions.append(subscription_of(entry.topic.name, entry.expression))
+            group_settings = await self.backend.group_settings(group, self.config.default_max_delivery_attempts)
+            sub = merged.subscription
+            sub.receive_batch_size = POP_MAX_NUMS
+            sub.long_polling_timeout.FromMilliseconds(self.config.grpc_client_consumer_max_long_polling_timeout_millis)
+            sub.fifo = group_settings.fifo
+            merged.backoff_policy.max_attempts = group_settings.max_delivery_attempts
+            del merged.backoff_policy.customized_backoff.next[:]
+            for delay in _DEFAULT_RETRY_NEXT_MS:
+                merged.backoff_policy.customized_backoff.next.add().FromMilliseconds(delay)
+        else:
+            raise ProxyError(Code.BAD_REQUEST, "there is no publishing or subscription data in settings")
+        merged.metric.on = False
+        self.clients.update_settings(client, merged, subscriptions)
+        return spb.TelemetryCommand(status=OK_STATUS, settings=merged)
+
+    # -- send --------------------------------------------------------------------------------------------
+
+    async def send_message(self, request: spb.SendMessageRequest, identity: CallIdentity,
+                           context: aio.ServicerContext[Any, Any]) -> spb.SendMessageResponse:
+        if not request.messages:
+            raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
+        topic = request.messages[0].topic
+        check_topic(topic.name)
+        for message in request.messages:
+            if message.topic != topic:
+                raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        outs = [convert.outgoing(m, limits=self.limits, remote_host=identity.remote) for m in request.messages]
+        if self.config.enable_topic_message_type_check:
+            attributes = await self.backend.topic_attributes(topic.name)
+            for out in outs:
+                convert.check_message_type(attributes, out.properties)
+        entries = []
+        codes: set[int] = set()
+        for out in outs:
+            entry = await self._send_one(out, identity)
+            entries.append(entry)
+            codes.add(entry.status.code)
+        return spb.SendMessageResponse(status=_aggregate(codes), entries=entries)
+
+    async def _send_one(self, out: convert.Outgoing, identity: CallIdentity) -> spb.SendResultEntry:
+        try:
+            outcome = await self.backend.send(out)
+        except ProxyError as exc:
+            return spb.SendResultEntry(status=exc.status())
+        if outcome.code != ResponseCode.SUCCESS:
+            code = {ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+                    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+                    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE}[outcome.code]
+            return spb.SendResultEntry(status=status(code, f"send message failed, sendStatus={outcome.code}"))
+        transaction_id = ""
+        if out.sys_flag & MessageSysFlag.TRANSACTION_PREPARED_TYPE:
+            transaction_id = convert.encode_transaction_id(outcome.queue.broker_name, outcome.commit_log_offset,
+                                                           outcome.queue_offset, out.uniq_key)
+            if identity.client_id:
+                self.clients.note_producer(self._client(identity), out.topic)
+        return spb.SendResultEntry(status=OK_STATUS, message_id=out.uniq_key, transaction_id=transaction_id,
+                                   offset=outcome.queue_offset)
+
+    # -- transactions ------------------------------------------------------------------------------------
+
+    async def end_transaction(self, request: spb.EndTransactionRequest, identity: CallIdentity,
+                              context: aio.ServicerContext[Any, Any]) -> spb.EndTransactionResponse:
+        topic = request.topic.name
+        check_topic(topic)
+        if not request.transaction_id.strip():
+            raise ProxyError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+        ref = convert.decode_transaction_id(request.transaction_id)
+        resolution = {pb.COMMIT: MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+                      pb.ROLLBACK: MessageSysFlag.TRANSACTION_ROLLBACK_TYPE}.get(
+            request.resolution, MessageSysFlag.TRANSACTION_NOT_TYPE)
+        header = EndTransactionRequestHeader(
+            producer_group=topic, tran_state_table_offset=ref.queue_offset, commit_log_offset=ref.commit_log_offset,
+            commit_or_rollback=resolution, msg_id=request.message_id or ref.uniq_key,
+            from_transaction_check=request.source == pb.SOURCE_SERVER_CHECK, transaction_id=ref.uniq_key)
+        await self.backend.end_transaction(header, ref.broker_name)
+        return spb.EndTransactionResponse(status=OK_STATUS)
+
+    def _on_check_transaction_state(self, request: RemotingCommand, conn: Connection) -> None:
+        """CHECK_TRANSACTION_STATE from a broker: handed to a producer of the half's topic over Telemetry as
+        RecoverOrphanedTransactionCommand (the producer answers with EndTransaction, source SERVER_CHECK)."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_command(request)
+            from pocketmq.client.core.message_ext import decode_messages
+            messages = decode_messages(request.body or b"")
+        except Exception as exc:
+            log.warning("transaction_check_malformed", peer=conn.remote_addr, error=str(exc))
+            return
+        if not messages:
+            return
+        msg = messages[0]
+        topic = msg.get_property(MessageConst.PROPERTY_PRODUCER_GROUP) or msg.topic
+        broker_name = self._broker_name_of(conn.remote_addr)
+        if broker_name is None:
+            log.warning("transaction_check_unknown_broker", peer=conn.remote_addr)
+            return
+        uniq = msg.uniq_key or header.msg_id or ""
+        transaction_id = convert.encode_transaction_id(broker_name, header.commit_log_offset,
+                                                       header.tran_state_table_offset, uniq)
+        command = spb.TelemetryCommand(recover_orphaned_transaction_command=spb.RecoverOrphanedTransactionCommand(
+            message=convert.incoming(msg, topic=msg.topic), transaction_id=transaction_id))
+        if not self.clients.push_to_producer(topic, command):
+            log.info("transaction_check_no_producer", topic=topic, broker=broker_name)
+
+    def _broker_name_of(self, addr: str) -> str | None:
+        for name, master in self.backend.instance.routes.master_table.items():
+            if master == addr:
+                return name
+        return None
+
+    # -- consume -----------------------------------------------------------------------------------------
+
+    def _polling_ms(self, request: spb.ReceiveMessageRequest, context: aio.ServicerContext[Any, Any]) -> int:
+        """``ReceiveMessageActivity``'s polling time: asked for, bounded, and inside the call's deadline."""
+        remaining = context.time_remaining()
+        remaining_ms = int(remaining * 1000) if remaining is not None else 3_600_000
+        remaining_ms -= self.config.long_polling_reserve_time_in_millis
+        low = self.config.grpc_client_consumer_min_long_polling_timeout_millis
+        high = self.config.grpc_client_consumer_max_long_polling_timeout_millis
+        if request.HasField("long_polling_timeout"):
+            polling = _duration_ms(request.long_polling_timeout)
+        else:
+            polling = remaining_ms - 1500
+        polling = min(max(polling, low), high)
+        if polling > remaining_ms:
+            if remaining_ms < low:
+                raise ProxyError(Code.ILLEGAL_POLLING_TIME, "The deadline time remaining is not enough for polling, "
+                                                            "please check network condition")
+            polling = remaining_ms
+        return polling
+
+    async def receive_message(self, request: spb.ReceiveMessageRequest, identity: CallIdentity,
+                              context: aio.ServicerContext[Any, Any]) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        polling_ms = self._polling_ms(request, context)
+        topic, group = request.message_queue.topic.name, request.group.name
+        check_topic(topic)
+        check_group(group)
+        client = self._client(identity)
+        settings = await self.backend.group_settings(group, self.config.default_max_delivery_attempts)
+        fifo = client.settings.subscription.fifo if client.settings is not None and \
+            client.settings.HasField("subscription") else settings.fifo
+        if request.auto_renew:
+            invisible_ms = self.config.default_invisible_time_mills
+        else:
+            invisible_ms = _duration_ms(request.invisible_duration)
+            self._check_invisible(invisible_ms, self.config.min_invisible_time_mills_for_recv)
+        subscription = subscription_of(topic, request.filter_expression)
+        route = await self.backend.route(topic)
+        brokers = self.backend.readable_brokers(route)
+        broker = request.message_queue.broker.name
+        if broker not in brokers:
+            if not brokers:
+                raise ProxyError(Code.FORBIDDEN, "no readable queue")
+            broker = brokers[int(time.monotonic() * 1000) % len(brokers)]
+        batch = min(max(request.batch_size, 1), POP_MAX_NUMS)
+        popped = await self.backend.pop(broker, group, subscription, max_nums=batch, invisible_ms=invisible_ms,
+                                        poll_ms=polling_ms, fifo=fifo,
+                                        attempt_id=request.attempt_id if request.HasField("attempt_id") else None)
+        if popped.polling_full:
+            yield spb.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, "polling full"))
+        elif not popped.messages:
+            yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+        else:
+            deliver = await self._filter(popped.messages, group, topic, subscription, settings.max_delivery_attempts)
+            if not deliver:
+                yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))
+            else:
+                async for item in self._deliver(deliver, group, topic):
+                    yield item
+        stamp = spb.ReceiveMessageResponse()
+        stamp.delivery_timestamp.GetCurrentTime()
+        yield stamp
+
+    async def _filter(self, messages: list[MessageExt], group: str, topic: str, subscription: SubscriptionData,
+                      max_attempts: int) -> list[tuple[MessageExt, ReceiptHandle]]:
+        """``PopMessageResultFilterImpl``: a tag the subscription does not take is acked, a message past its
+        attempts goes to the DLQ, the rest is delivered."""
+        deliver = []
+        for msg in messages:
+            handle = ReceiptHandle.decode(msg.get_property(MessageConst.PROPERTY_POP_CK) or "")
+            handle = ReceiptHandle(handle.start_offset, handle.retrieve_time, handle.invisible_time,
+                                   handle.revive_queue_id, handle.topic_type, handle.broker_name, handle.queue_id,
+                                   handle.offset, msg.commit_log_offset)
+            try:
+                if subscription.expression_type == ExpressionType.TAG and not subscription.matches(msg.tags):
+                    await self.backend.ack(group, topic, handle)
+                    continue
+                if msg.reconsume_times >= max_attempts:
+                    await self.backend.send_to_dlq(group, topic, handle, msg.uniq_key or msg.msg_id)
+                    continue
+            except ProxyError as exc:
+                log.warning("receive_filter_failed", group=group, topic=topic, error=exc.message)
+            deliver.append((msg, handle))
+        return deliver
+
+    async def _deliver(self, messages: list[tuple[MessageExt, ReceiptHandle]], group: str,
+                       topic: str) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        sent = 0
+        try:
+            yield spb.ReceiveMessageResponse(status=OK_STATUS)
+            for msg, handle in messages:
+                yield spb.ReceiveMessageResponse(message=convert.incoming(msg, topic=topic,
+                                                                          receipt_handle=handle.encode()))
+                sent += 1
+        finally:
+            if sent < len(messages):
+                self._nack_later([h for _m, h in messages[sent:]], group, topic)
+
+    def _nack_later(self, handles: list[ReceiptHandle], group: str, topic: str) -> None:
+        """Messages popped for a client that went away: visible again soon instead of at their deadline."""
+        async def nack() -> None:
+            for handle in handles:
+                with contextlib.suppress(ProxyError):
+                    await self.backend.change_invisible(group, topic, handle, NACK_INVISIBLE_MS)
+
+        task = asyncio.get_running_loop().create_task(nack())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _check_invisible(self, invisible_ms: int, minimum: int) -> None:
+        if invisible_ms < minimum:
+            raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {minimum}")
+        maximum = self.config.max_invisible_time_mills
+        if 0 < maximum < invisible_ms:
+            raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {maximum}")
+
+    @staticmethod
+    def _handle(text: str) -> ReceiptHandle:
+        try:
+            handle = ReceiptHandle.decode(text)
+        except PopFormatError as exc:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, str(exc)) from None
+        if handle.next_visible_time <= time.time() * 1000:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+        return handle
+
+    async def ack_message(self, request: spb.AckMessageRequest, identity: CallIdentity,
+                          context: aio.ServicerContext[Any, Any]) -> spb.AckMessageResponse:
+        topic, group = request.topic.name, request.group.name
+        check_topic(topic)
+        check_group(group)
+        entries = []
+        codes: set[int] = set()
+        for entry in request.entries:
+            try:
+                await self.backend.ack(group, topic, self._handle(entry.receipt_handle))
+                result = OK_STATUS
+            except ProxyError as exc:
+                result = exc.status()
+            codes.add(result.code)
+            entries.append(spb.AckMessageResultEntry(message_id=entry.message_id,
+                                                     receipt_handle=entry.receipt_handle, status=result))
+        return spb.AckMessageResponse(status=_aggregate(codes), entries=entries)
+
+    async def change_invisible_duration(self, request: spb.ChangeInvisibleDurationRequest, identity: CallIdentity,
+                                        context: aio.ServicerContext[Any, Any]
+                                        ) -> spb.ChangeInvisibleDurationResponse:
+        topic, group = request.topic.name, request.group.name
+        check_topic(topic)
+        check_group(group)
+        invisible_ms = _duration_ms(request.invisible_duration)
+        self._check_invisible(invisible_ms, 0)
+        handle = await self.backend.change_invisible(group, topic, self._handle(request.receipt_handle),
+                                                     invisible_ms)
+        return spb.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=handle.encode())
+
+    async def forward_to_dlq(self, request: spb.ForwardMessageToDeadLetterQueueRequest, identity: CallIdentity,
+                             context: aio.ServicerContext[Any, Any]
+                             ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        topic, group = request.topic.name, request.group.name
+        check_topic(topic)
+        check_group(group)
+        await self.backend.send_to_dlq(group, topic, self._handle(request.receipt_handle), request.message_id)
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _permission(perm: int) -> int:
+    readable, writable = bool(perm & 4), bool(perm & 2)
+    if readable and writable:
+        return pb.READ_WRITE
+    if readable:
+        return pb.READ
+    if writable:
+        return pb.WRITE
+    return pb.NONE
+
+
+def _queue_permissions(perm: int, read: int, write: int) -> list[tuple[int, int]]:
+    """``RouteActivity.genMessageQueueFromQueueData``: read-only, write-only, then read-write queue ids."""
+    readable, writable = bool(perm & 4), bool(perm & 2)
+    r = w = rw = n = 0
+    if readable and writable:
+        rw = min(read, write)
+        r, w = read - rw, write - rw
+    elif writable:
+        w = write
+    elif readable:
+        r = read
+    else:
+        n = max(1, read, write)
+    kinds = [pb.READ] * r + [pb.WRITE] * w + [pb.READ_WRITE] * rw + [pb.NONE] * n
+    return list(enumerate(kinds))
