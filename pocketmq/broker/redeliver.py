@@ -1,6 +1,7 @@
 """A stored message written again elsewhere: to a retry topic, to ``%DLQ%<group>``, or from a timer to its real
 topic. One builder (:func:`redelivered`) for CONSUMER_SEND_MSG_BACK, POP's revive and the timer service, so a copy
-always keeps the body, flag, sys flag, born time and host of the original."""
+always keeps the body, flag, sys flag, born time and host of the original; one reader (:func:`stored_message`) for
+the message at a queue offset."""
 
 from __future__ import annotations
 
@@ -8,7 +9,20 @@ from collections.abc import Mapping
 
 from pocketmq.common.message import MessageConst, encode_properties
 from pocketmq.common.record import MessageRecord, message_id
+from pocketmq.store.consume_queue import BLANK_UNIT_SIZE
 from pocketmq.store.message import MessageExtBrokerInner
+from pocketmq.store.message_store import MessageStore
+
+
+def stored_message(store: MessageStore, topic: str, queue_id: int, offset: int) -> MessageRecord | None:
+    """The record at a queue offset; None when it is gone (or never was)."""
+    cq = store.find_consume_queue(topic, queue_id)
+    if cq is None or not cq.min_offset <= offset < cq.max_offset:
+        return None
+    unit = cq.get_unit(offset)
+    if unit is None or unit[1] == BLANK_UNIT_SIZE:
+        return None
+    return store.look_message_by_offset(unit[0], unit[1])
 
 
 def redelivered(record: MessageRecord, *, topic: str, queue_id: int, properties: Mapping[str, str],

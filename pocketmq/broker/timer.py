@@ -27,7 +27,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from pocketmq.broker.redeliver import redelivered
+from pocketmq.broker.redeliver import redelivered, stored_message
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.common.logs import get_logger
 from pocketmq.common.message import MessageConst, parse_properties
@@ -261,7 +261,7 @@ class TimerMessageService(PeriodicService):
                            reconsume_times=record.reconsume_times)
 
     def _record_at(self, topic: str, offset: int) -> MessageRecord | None:
-        return self.store.look_message_at(topic, 0, offset)
+        return stored_message(self.store, topic, 0, offset)
 
     # -- checkpoint --------------------------------------------------------------------------------------
 

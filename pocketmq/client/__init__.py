@@ -8,7 +8,7 @@ Three sub-packages, named for what they hold:
 * :mod:`pocketmq.client.producer` — :class:`Producer` (sync, async, oneway, batch and ordered sends), its
   configuration, auto-batching accumulator, latency fault tolerance and topic publish info;
 * :mod:`pocketmq.client.consumer` — :class:`PushConsumer` (rebalance service, pull service, process queues, consume
-  service, offset stores) and :class:`PullConsumer`.
+  service, offset stores; or RocketMQ 5's POP mode), :class:`PullConsumer`, and RocketMQ 5's :class:`SimpleConsumer`.
 
 :mod:`client.blocking` holds the blocking facades (``client.blocking.Producer``, ``PushConsumer``, ``PullConsumer``)
 for code without an event loop.
@@ -26,6 +26,7 @@ from pocketmq.client.consumer.pull import PullConsumer
 from pocketmq.client.consumer.pull_result import PullResult, PullStatus
 from pocketmq.client.consumer.push import BatchMessageHandler, MessageHandler, PushConsumer
 from pocketmq.client.consumer.selector import MessageSelector
+from pocketmq.client.consumer.simple import SimpleConsumer
 from pocketmq.client.consumer.types import ConsumeFromWhere, ConsumeResult, MessageModel
 from pocketmq.client.core.errors import (
     BrokerNotFoundError,
@@ -85,6 +86,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "SessionCredentials",
+    "SimpleConsumer",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",

@@ -1,4 +1,5 @@
-"""Blocking facades for code without an event loop: ``client.blocking.Producer``, ``PushConsumer``, ``PullConsumer``.
+"""Blocking facades for code without an event loop: ``client.blocking.Producer``, ``PushConsumer``, ``PullConsumer``,
+``SimpleConsumer``.
 
 Each owns a uvloop event loop running on a daemon thread (:class:`_LoopThread`) and the asyncio member on it
 (:class:`_Blocking`, the one facade they share); every method hands its work to that loop and waits for it
@@ -41,6 +42,9 @@ A push consumer's handler runs in a thread pool of ``consume_thread_max`` thread
 the loop thread, so a handler may block; the asyncio consumer never has more handlers in flight than that,
 so the pool's queue stays empty. At shutdown, handlers still running after the grace period are abandoned
 (their messages are not acknowledged and come again); their threads finish on their own.
+
+The module is longer than 600 lines because it holds one thin facade per SDK member, side by side, so that the
+one pattern they share (:class:`_Blocking`) is read once.
 """
 
 from __future__ import annotations
@@ -54,12 +58,13 @@ from typing import Any, Generic, Protocol, Self, TypeVar, Unpack
 
 import uvloop
 
-from pocketmq.client.consumer.config import ConsumerArgs, PullConsumerArgs
+from pocketmq.client.consumer.config import ConsumerArgs, PullConsumerArgs, SimpleConsumerArgs
 from pocketmq.client.consumer.pull import BROKER_SUSPEND_MAX, PULL_RPC_MARGIN
 from pocketmq.client.consumer.pull import PullConsumer as AsyncPullConsumer
 from pocketmq.client.consumer.pull_result import PullResult
 from pocketmq.client.consumer.push import PushConsumer as AsyncPushConsumer
 from pocketmq.client.consumer.selector import MessageSelector
+from pocketmq.client.consumer.simple import SimpleConsumer as AsyncSimpleConsumer
 from pocketmq.client.consumer.types import ConsumeResult
 from pocketmq.client.core.errors import MQClientError, ProducerStateError
 from pocketmq.client.core.member import ClientMember
@@ -514,6 +519,40 @@ class PullConsumer(_Blocking[AsyncPullConsumer]):
     def send_message_back(self, msg: MessageExt, delay_level: int = 0, *, max_reconsume_times: int = 16) -> None:
         self._runner.call(self._member.send_message_back(msg, delay_level, max_reconsume_times=max_reconsume_times),
                           self._call_wait())
+
+
+class SimpleConsumer(_Blocking[AsyncSimpleConsumer]):
+    """Blocking twin of :class:`pocketmq.client.consumer.simple.SimpleConsumer`; takes the same keyword arguments.
+    Subscribe before ``start`` (pass ``start=False``) or after: a running consumer takes new subscriptions."""
+
+    _role = "simple-consumer"
+
+    def __init__(self, group: str, *, start: bool = True, fifo: bool = False,
+                 **options: Unpack[SimpleConsumerArgs]) -> None:
+        super().__init__(AsyncSimpleConsumer(group, fifo=fifo, **options), start=start)
+
+    @property
+    def async_consumer(self) -> AsyncSimpleConsumer:
+        return self._member
+
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
+        self._member.subscribe(topic, expression)
+
+    def receive(self, max_message_num: int = 16, invisible_duration: float | None = None) -> list[MessageExt]:
+        """Blocking :meth:`~pocketmq.client.consumer.simple.SimpleConsumer.receive` (waits ``await_duration`` at most,
+        plus the request's time)."""
+        config = self._member.config
+        return self._runner.call(self._member.receive(max_message_num, invisible_duration),
+                                 config.await_duration + config.request_timeout + self._call_wait())
+
+    def ack(self, message: MessageExt) -> None:
+        self._runner.call(self._member.ack(message), self._call_wait())
+
+    def ack_batch(self, messages: list[MessageExt]) -> None:
+        self._runner.call(self._member.ack_batch(messages), self._call_wait())
+
+    def change_invisible_duration(self, message: MessageExt, invisible_duration: float) -> None:
+        self._runner.call(self._member.change_invisible_duration(message, invisible_duration), self._call_wait())
 
 
 class BlockingTransactionListener(Protocol):

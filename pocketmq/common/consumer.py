@@ -53,6 +53,8 @@ class ConsumeType(WireEnum):
 
     CONSUME_ACTIVELY = "CONSUME_ACTIVELY"
     CONSUME_PASSIVELY = "CONSUME_PASSIVELY"
+    #: RocketMQ 5: a consumer that pops (``SimpleConsumer``, a push consumer in POP mode).
+    CONSUME_POP = "CONSUME_POP"
 
 
 class ConsumeFromWhere(WireEnum):

@@ -29,7 +29,6 @@ NOT_ALLOWED_SEND_TOPIC_SET = frozenset({
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_SELF_TEST_TOPIC,
     RMQ_SYS_OFFSET_MOVED_EVENT,
-    RMQ_SYS_WHEEL_TIMER_TOPIC,
 })
 """System topics no producer may send to directly."""
 

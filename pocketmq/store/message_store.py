@@ -50,7 +50,7 @@ from pocketmq.common.service import Service
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig
-from pocketmq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
+from pocketmq.store.consume_queue import ConsumeQueue
 from pocketmq.store.disk_guard import DiskGuard
 from pocketmq.store.errors import StoreError, StoreNotRunningError
 from pocketmq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService, flush_commit_log
@@ -520,16 +520,6 @@ class MessageStore:
     def look_message_by_offset(self, phys_offset: int, size: int | None = None) -> MessageRecord | None:
         """Decode the record at a commit-log offset (e.g. from a message id); None if there is none."""
         return self.commit_log.look_message(phys_offset, size)
-
-    def look_message_at(self, topic: str, queue_id: int, offset: int) -> MessageRecord | None:
-        """Decode the record at a queue offset; None when it is gone (or never was)."""
-        cq = self._queues.find(topic, queue_id)
-        if cq is None or not cq.min_offset <= offset < cq.max_offset:
-            return None
-        unit = cq.get_unit(offset)
-        if unit is None or unit[1] == BLANK_UNIT_SIZE:
-            return None
-        return self.commit_log.look_message(unit[0], unit[1])
 
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryResult:
         """The stored records of ``key`` (a KEYS key or a UNIQ_KEY) in ``topic`` stored in ``[begin, end]`` ms,

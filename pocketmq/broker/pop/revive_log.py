@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Iterator
 
 from pocketmq.broker.pop.records import SNAPSHOT_TAG, AckMsg, PopCheckPoint, PopSnapshot
+from pocketmq.broker.redeliver import stored_message
 from pocketmq.common.errors import RecordFormatError
 from pocketmq.common.message import MessageConst, get_property
 from pocketmq.common.pop import CK_TAG
@@ -58,7 +59,7 @@ class ReviveLog:
 
     def record_at(self, topic: str, queue_id: int, offset: int) -> MessageRecord | None:
         """The stored message at a queue offset; None when it is gone (or never was)."""
-        return self.store.look_message_at(topic, queue_id, offset)
+        return stored_message(self.store, topic, queue_id, offset)
 
     def revive_end(self, queue_id: int) -> int:
         return self.store.get_max_offset_in_queue(self.revive_topic, queue_id)

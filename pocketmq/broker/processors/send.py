@@ -29,6 +29,7 @@ from pocketmq.common.topic import (
     NOT_ALLOWED_SEND_TOPIC_SET,
     RETRY_GROUP_TOPIC_PREFIX,
     RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_WHEEL_TIMER_TOPIC,
     dlq_topic,
     is_retry_topic,
     validate_topic,
@@ -196,7 +197,7 @@ class SendMessageProcessor:
             problem = validate_topic(topic)
             if problem is not None:
                 return req.response(ResponseCode.MESSAGE_ILLEGAL, problem)
-            if topic in NOT_ALLOWED_SEND_TOPIC_SET:
+            if topic in NOT_ALLOWED_SEND_TOPIC_SET or topic == RMQ_SYS_WHEEL_TIMER_TOPIC:  # timers only by the store
                 return req.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
             if len(self._checked_topics) >= _MAX_CHECKED_TOPICS:
                 self._checked_topics.clear()

@@ -12,6 +12,7 @@ from pocketmq.client.consumer.allocate import AllocateStrategy, allocate_average
 from pocketmq.client.consumer.types import (
     CONSUME_CONCURRENTLY_MAX_SPAN,
     DEFAULT_MAX_RECONSUME_TIMES,
+    DEFAULT_POP_RETRY_DELAYS,
     PULL_BATCH_SIZE,
     PULL_THRESHOLD_FOR_QUEUE,
     PULL_THRESHOLD_SIZE_FOR_QUEUE,
@@ -21,7 +22,8 @@ from pocketmq.client.consumer.types import (
 from pocketmq.client.core.config import ClientArgs, ClientOptions, check_positive
 from pocketmq.client.core.validators import check_group
 
-__all__ = ["ConsumerArgs", "ConsumerConfig", "PullConsumerArgs", "PullConsumerConfig"]
+__all__ = ["ConsumerArgs", "ConsumerConfig", "PullConsumerArgs", "PullConsumerConfig", "SimpleConsumerArgs",
+           "SimpleConsumerConfig"]
 
 
 class ConsumerArgs(ClientArgs, total=False):
@@ -50,6 +52,9 @@ class ConsumerArgs(ClientArgs, total=False):
     offset_store_dir: str | Path | None
     enable_trace: bool
     trace_topic: str
+    pop: bool
+    pop_invisible_time: float
+    pop_retry_delays: tuple[float, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,9 +93,19 @@ class ConsumerConfig(ClientOptions):
     #: Write RocketMQ message traces of every handler call to ``trace_topic`` (see :mod:`pocketmq.client.trace`).
     enable_trace: bool = False
     trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
+    #: RocketMQ 5's POP mode (:mod:`pocketmq.client.consumer.pop_consume`): every consumer pops from every queue,
+    #: no rebalance and no offsets; ``orderly`` pops FIFO.
+    pop: bool = False
+    #: POP mode: how long popped messages stay invisible to the group while the handler runs (s).
+    pop_invisible_time: float = 60.0
+    #: POP mode: how long a failed message waits before it is handed out again, by reconsume times (s).
+    pop_retry_delays: tuple[float, ...] = DEFAULT_POP_RETRY_DELAYS
 
     def __post_init__(self) -> None:
         check_group(self.group)
+        if self.pop and (self.pop_invisible_time <= 0 or not self.pop_retry_delays
+                         or min(self.pop_retry_delays) < 0):
+            raise ValueError("POP mode needs pop_invisible_time > 0 and non-negative pop_retry_delays")
         check_positive(consume_thread_max=self.consume_thread_max, pull_batch_size=self.pull_batch_size,
                        consume_message_batch_max_size=self.consume_message_batch_max_size,
                        pull_threshold_for_queue=self.pull_threshold_for_queue,
@@ -133,4 +148,31 @@ class PullConsumerConfig(ClientOptions):
     def __post_init__(self) -> None:
         check_group(self.group)
         check_positive(pull_timeout=self.pull_timeout)
+        super().__post_init__()
+
+
+class SimpleConsumerArgs(ClientArgs, total=False):
+    """The keyword arguments of :class:`~pocketmq.client.consumer.simple.SimpleConsumer`."""
+
+    await_duration: float
+    invisible_duration: float
+    request_timeout: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimpleConsumerConfig(ClientOptions):
+    """A simple (POP) consumer's settings, named as RocketMQ 5's ``SimpleConsumer`` names them."""
+
+    #: How long a ``receive`` waits for a message when there is none (long polling, s).
+    await_duration: float = 15.0
+    #: How long received messages stay invisible to the group unless acked or changed (s).
+    invisible_duration: float = 60.0
+    #: Budget of an ack or change of invisible duration (s).
+    request_timeout: float = 3.0
+
+    def __post_init__(self) -> None:
+        check_group(self.group)
+        check_positive(invisible_duration=self.invisible_duration, request_timeout=self.request_timeout)
+        if self.await_duration < 0:
+            raise ValueError("await_duration must not be negative")
         super().__post_init__()

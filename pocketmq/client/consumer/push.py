@@ -36,6 +36,10 @@ one module per part:
   whose broker lock (LOCK_BATCH_MQ, renewed every 20 s) it holds; they are unlocked when taken away and at
   shutdown.
 
+**POP mode** (``pop=True``, RocketMQ 5): no rebalance, pulls or offsets; every consumer of the group pops from
+every queue, acks what its handler consumed and makes what failed visible again after a back-off
+(:mod:`pocketmq.client.consumer.pop_consume`); with ``orderly`` it pops FIFO.
+
 ``shutdown()`` stops the rebalance and pulls, lets running handlers finish within ``shutdown_grace``, commits
 the offsets (waiting for the brokers' answers), unlocks orderly queues, unregisters the client from every
 broker (so the rest of the group rebalances at once), and persists local offsets.
@@ -56,11 +60,13 @@ from pocketmq.client.consumer.config import ConsumerArgs, ConsumerConfig
 from pocketmq.client.consumer.consume_service import ConcurrentConsumeService, ConsumeService, OrderlyConsumeService
 from pocketmq.client.consumer.context import PushContext
 from pocketmq.client.consumer.offset_store import LocalOffsetStore, OffsetCommitter, OffsetTable, RemoteOffsetStore
+from pocketmq.client.consumer.pop_api import PopAPI
+from pocketmq.client.consumer.pop_consume import PopConsumeService
 from pocketmq.client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from pocketmq.client.consumer.pull_service import PullService
 from pocketmq.client.consumer.rebalance import RebalanceService
 from pocketmq.client.consumer.selector import MessageSelector
-from pocketmq.client.consumer.subscription import build_subscription, consumer_data_json
+from pocketmq.client.consumer.subscription import build_subscription, consumer_data_json, fetch_routes
 from pocketmq.client.consumer.types import ConsumeResult, ConsumeType, delay_level_for_retry
 from pocketmq.client.core.errors import ConsumerStateError, MQClientError
 from pocketmq.client.core.instance import MQClientInstance, join_instance
@@ -74,7 +80,6 @@ from pocketmq.common.message import MessageConst
 from pocketmq.common.service import Service, periodic
 from pocketmq.common.subscription import ExpressionType, SubscriptionData
 from pocketmq.common.topic import retry_topic
-from pocketmq.remoting.errors import PocketMQError
 
 __all__ = ["BatchMessageHandler", "MessageHandler", "PushConsumer", "build_retry_message"]
 
@@ -126,6 +131,9 @@ class PushConsumer(ClientMember):
         self._parts: _Parts | None = None
         self._started_ms = 0
         self._trace: TraceSession | None = None
+        #: POP mode's receive loop and send-back requests (None otherwise)
+        self._pop: PopConsumeService | None = None
+        self._send_back_api: ConsumerAPI | None = None
         self._log = log.bind(group=self.group)
 
     # -- configuration ----------------------------------------------------------------------------------
@@ -190,7 +198,7 @@ class PushConsumer(ClientMember):
             raise ConsumerStateError("no handler registered (register_handler / register_batch_handler)")
         if not self._subscriptions:
             raise ConsumerStateError("no subscription (subscribe before start)")
-        if self.clustering:
+        if self.clustering and not self.config.pop:  # POP's retries come back on the consumed topic
             retry = retry_topic(self.group)
             self._subscriptions.setdefault(retry, build_subscription(retry, "*"))
         instance = await join_instance(self.config.client, lambda i: i.register_consumer(self.group, self))
@@ -212,13 +220,11 @@ class PushConsumer(ClientMember):
         config = self.config
         api = ConsumerAPI(instance, self.group, serialize_type=config.client.serialize_type,
                           timeout=config.namesrv_timeout)
+        if config.pop:
+            await self._start_pop(instance, api)
+            return
         offsets = await self._offset_store(instance)
-        if config.enable_trace:  # client.trace: the handler call is wrapped, nothing else changes
-            from pocketmq.client.trace.hooks import TraceSession
-
-            args = config.client_args()
-            self._trace = await TraceSession.start(lambda name: Producer(name, **args), self.group,
-                                                   config.trace_topic)
+        await self._start_trace()
         committer = OffsetCommitter(offsets, api, self._log)
         context = PushContext(config, self._subscriptions, api, offsets, committer, self._log)
         consume = self._consume_service(offsets)
@@ -236,18 +242,37 @@ class PushConsumer(ClientMember):
         self._parts = _Parts(context, consume, pulls, rebalance, services)
         admin_requests.install(instance)  # the broker's 220/221/307/309 on an administrator's behalf
         consume.start()
-        self._started_ms = time.time_ns() // 1_000_000
-        self._state = State.RUNNING
-        for topic in list(self._subscriptions):
-            try:
-                await instance.refresher.refresh(topic, config.namesrv_timeout, publish=False)
-            except PocketMQError as exc:
-                self._log.warning("route_lookup_failed", topic=topic, error=str(exc))
+        await self._running_with_routes(instance)
         for sub in list(self._subscriptions.values()):
             if sub.expression_type == ExpressionType.SQL92:
                 await api.check_client_config(sub)  # a broker that cannot serve it fails the start, as in Java
         await instance.send_heartbeat_to_all()
         services.start()
+
+    async def _start_pop(self, instance: MQClientInstance, api: ConsumerAPI) -> None:
+        """POP mode (:mod:`pocketmq.client.consumer.pop_consume`): a receive loop instead of rebalance, pulls and
+        offsets; the internal producer is the send-back fallback, as in the other modes."""
+        config = self.config
+        self._send_back_api = api
+        await self._inner_producer.start()
+        await self._start_trace()
+        call = self._wrapped_call()
+        self._pop = PopConsumeService(
+            PopAPI(instance, self.group, timeout=config.namesrv_timeout), self._subscriptions, call,
+            dead_letter=lambda msg: self.send_back(msg, to_dlq=True), workers=config.consume_thread_max,
+            batch_max_size=self._batch_max_size, invisible_time=config.pop_invisible_time,
+            await_duration=config.long_polling_timeout, orderly=config.orderly,
+            max_reconsume_times=config.max_reconsume_times, retry_delays=config.pop_retry_delays,
+            suspend_time=config.suspend_current_queue_time)
+        await self._running_with_routes(instance)
+        await instance.send_heartbeat_to_all()
+        self._pop.start()
+
+    async def _running_with_routes(self, instance: MQClientInstance) -> None:
+        """Mark the consumer running and fetch the routes of its topics (a failure is logged, not fatal)."""
+        self._started_ms = time.time_ns() // 1_000_000
+        self._state = State.RUNNING
+        await fetch_routes(instance, self._subscriptions, self.config.namesrv_timeout, self._log)
 
     async def _offset_store(self, instance: MQClientInstance) -> OffsetTable:
         """CLUSTERING: offsets on the brokers (and the retry fallback's producer started); BROADCASTING: the
@@ -259,14 +284,29 @@ class PushConsumer(ClientMember):
         await asyncio.to_thread(local.load)
         return local
 
-    def _consume_service(self, offsets: OffsetTable) -> ConsumeService:
-        assert self._handler is not None
+    async def _start_trace(self) -> None:
+        """``enable_trace`` (client.trace): the handler call is wrapped, nothing else changes."""
         config = self.config
+        if config.enable_trace:
+            from pocketmq.client.trace.hooks import TraceSession
+
+            args = config.client_args()
+            self._trace = await TraceSession.start(lambda name: Producer(name, **args), self.group,
+                                                   config.trace_topic)
+
+    def _wrapped_call(self) -> Callable[[list[MessageExt]], Awaitable[ConsumeResult]]:
+        """The handler as the consume services call it, traced when tracing is on."""
+        assert self._handler is not None
         call = _handler_call(self._handler, self._single, self._log)
         if self._trace is not None:
             from pocketmq.client.trace.hooks import ConsumeTracer
 
             call = ConsumeTracer(self._trace.dispatcher, self.group).wrap(call)
+        return call
+
+    def _consume_service(self, offsets: OffsetTable) -> ConsumeService:
+        config = self.config
+        call = self._wrapped_call()
         if config.orderly:
             return OrderlyConsumeService(
                 self, call, offsets, concurrency=config.consume_thread_max, batch_max_size=self._batch_max_size,
@@ -284,6 +324,10 @@ class PushConsumer(ClientMember):
         offsets, unlock orderly queues, unregister from every broker and release the client instance."""
         if not self._may_stop():
             return
+        if self._pop is not None:
+            await self._stop_parts(self.config.shutdown_grace if grace is None else grace)
+            await self._finish_shutdown()
+            return
         parts = self._running_parts
         await self._stop_parts(self.config.shutdown_grace if grace is None else grace)
         queues = parts.pulls.process_queues
@@ -293,6 +337,10 @@ class PushConsumer(ClientMember):
         for pq in queues.values():
             pq.dropped = True
         queues.clear()
+        await self._finish_shutdown()
+
+    async def _finish_shutdown(self) -> None:
+        """What every mode's shutdown ends with: tracing, the internal producer, the instance."""
         await self._stop_trace()
         if self._inner_producer.running:
             await self._inner_producer.shutdown()
@@ -310,6 +358,9 @@ class PushConsumer(ClientMember):
         if self._parts is not None:
             await self._parts.services.stop()
             await self._parts.consume.stop(grace)
+        if self._pop is not None:
+            await self._pop.stop()
+            await self._pop.drain(grace)
 
     @property
     def _running_parts(self) -> _Parts:
@@ -320,6 +371,8 @@ class PushConsumer(ClientMember):
     @property
     def api(self) -> ConsumerAPI:
         """The consumer's broker requests; only once started."""
+        if self._send_back_api is not None:
+            return self._send_back_api
         return self._running_parts.context.api
 
     @property
@@ -337,6 +390,8 @@ class PushConsumer(ClientMember):
     @property
     def consumed_count(self) -> int:
         """Handler calls finished since start."""
+        if self._pop is not None:
+            return self._pop.consumed
         return self._parts.consume.consumed if self._parts is not None else 0
 
     @property
@@ -358,7 +413,8 @@ class PushConsumer(ClientMember):
 
     def consumer_data(self) -> dict[str, Any]:
         return consumer_data_json(
-            self.group, list(self._subscriptions.values()), consume_type=ConsumeType.CONSUME_PASSIVELY,
+            self.group, list(self._subscriptions.values()),
+            consume_type=ConsumeType.CONSUME_POP if self.config.pop else ConsumeType.CONSUME_PASSIVELY,
             message_model=self.config.message_model, consume_from_where=self.config.consume_from_where,
         )
 

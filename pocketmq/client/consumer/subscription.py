@@ -17,6 +17,7 @@ from typing import Any
 from pocketmq.client.consumer.selector import MessageSelector
 from pocketmq.client.consumer.types import ConsumeFromWhere, ConsumeType, MessageModel
 from pocketmq.client.core.errors import MQClientError
+from pocketmq.client.core.instance import MQClientInstance
 from pocketmq.common.filter import FilterError, compile_selector
 from pocketmq.common.subscription import (
     SUB_ALL,
@@ -26,6 +27,7 @@ from pocketmq.common.subscription import (
     is_sub_all,
     parse_tags,
 )
+from pocketmq.remoting.errors import PocketMQError
 
 __all__ = [
     "SubscriptionParseError",
@@ -93,3 +95,12 @@ def consumer_data_json(
         "subscriptionDataSet": [sub.to_json_dict() for sub in subscriptions],
         "unitMode": unit_mode,
     }
+
+
+async def fetch_routes(instance: MQClientInstance, topics: Iterable[str], timeout: float, logger: Any) -> None:
+    """Fetch the routes of a starting consumer's topics now (a failure is logged: the refresher tries again)."""
+    for topic in list(topics):
+        try:
+            await instance.refresher.refresh(topic, timeout, publish=False)
+        except PocketMQError as exc:
+            logger.warning("route_lookup_failed", topic=topic, error=str(exc))

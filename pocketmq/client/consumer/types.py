@@ -48,6 +48,11 @@ class ConsumeResult(enum.Enum):
 # -- delay levels ----------------------------------------------------------------------------------------
 
 
+DEFAULT_POP_RETRY_DELAYS = (10.0, 30.0, 60.0, 120.0, 180.0, 240.0, 300.0, 360.0, 420.0, 480.0, 540.0, 600.0,
+                            1200.0, 1800.0, 3600.0, 7200.0)
+"""A POP consumer's retry schedule (RocketMQ's delay levels 3 to 18, s): retry n waits ``delays[min(n, 15)]``."""
+
+
 def delay_level_for_retry(reconsume_times: int) -> int:
     """The delay level the broker uses for a send-back with delay level 0 (``3 + reconsume_times``)."""
     return RETRY_DELAY_LEVEL_BASE + reconsume_times

@@ -7,6 +7,7 @@ The properties string and its keys are the model's (:mod:`pocketmq.common.messag
 
 from __future__ import annotations
 
+import datetime
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -42,6 +43,9 @@ _KEYS = MessageConst.PROPERTY_KEYS
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
 _WAIT = MessageConst.PROPERTY_WAIT_STORE_MSG_OK
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELIVER_MS = MessageConst.PROPERTY_TIMER_DELIVER_MS
+_DELAY_MS = MessageConst.PROPERTY_TIMER_DELAY_MS
+_SHARDING_KEY = MessageConst.PROPERTY_SHARDING_KEY
 _KEY_SEPARATOR = MessageConst.KEY_SEPARATOR
 _WAIT_TRUE = "true"
 _WAIT_FALSE = "false"
@@ -59,6 +63,12 @@ class Message:
     ``keys`` may be one string (already space-separated) or a list of keys. Explicit keyword arguments win
     over the same keys in ``properties``. The producer adds ``UNIQ_KEY`` on first send and keeps it across
     retries.
+
+    RocketMQ 5: ``deliver_at`` (a ``datetime``, or epoch milliseconds) or ``delay`` (a ``timedelta``, or seconds)
+    makes a timer message, delivered at that millisecond (``TIMER_DELIVER_MS`` / ``TIMER_DELAY_MS``, the
+    broker's clock for a delay), at most ``timerMaxDelaySec`` (3 days) ahead. ``message_group`` makes a FIFO
+    message (``__SHARDINGKEY``): the producer sends every message of a group to one queue (RocketMQ 5's proxy's
+    hash), where FIFO consumers take them in order.
     """
 
     __slots__ = ("body", "flag", "properties", "topic")
@@ -74,10 +84,15 @@ class Message:
         delay_level: int = 0,
         flag: int = 0,
         wait_store_msg_ok: bool = True,
+        deliver_at: datetime.datetime | int | None = None,
+        delay: datetime.timedelta | float | None = None,
+        message_group: str | None = None,
     ) -> None:
         self.topic = topic
         self.body = body
         self.flag = flag
+        if deliver_at is not None or delay is not None or message_group is not None:
+            properties = _rocketmq5_properties(properties, deliver_at, delay, message_group, delay_level)
         if not (properties or tags or keys or delay_level):
             # The usual message: WAIT alone, one dict display instead of five steps.
             self.properties = {_WAIT: _WAIT_TRUE if wait_store_msg_ok else _WAIT_FALSE}
@@ -119,6 +134,11 @@ class Message:
             self.properties.pop(_DELAY, None)
 
     @property
+    def message_group(self) -> str | None:
+        """The FIFO message group (``__SHARDINGKEY``)."""
+        return self.properties.get(_SHARDING_KEY)
+
+    @property
     def wait_store_msg_ok(self) -> bool:
         """``WAIT``: absent or anything but ``"false"`` means wait for the store (flush / replica)."""
         return self.properties.get(_WAIT) != _WAIT_FALSE
@@ -133,6 +153,31 @@ class Message:
             f"Message(topic={self.topic!r}, body=<{len(self.body)} bytes>, flag={self.flag}, "
             f"properties={self.properties!r})"
         )
+
+
+def _rocketmq5_properties(properties: Mapping[str, str] | None, deliver_at: datetime.datetime | int | None,
+                          delay: datetime.timedelta | float | None, message_group: str | None,
+                          delay_level: int) -> dict[str, str]:
+    """``properties`` with the timer and message-group properties of :class:`Message`'s keyword arguments."""
+    props = dict(properties) if properties else {}
+    if deliver_at is not None and delay is not None:
+        raise InvalidMessageError("give deliver_at or delay, not both")
+    if (deliver_at is not None or delay is not None) and delay_level:
+        raise InvalidMessageError("a timer message (deliver_at, delay) cannot have a delay level too")
+    if isinstance(deliver_at, datetime.datetime):
+        props[_DELIVER_MS] = str(int(deliver_at.timestamp() * 1000))
+    elif deliver_at is not None:
+        props[_DELIVER_MS] = str(int(deliver_at))
+    if delay is not None:
+        seconds = delay.total_seconds() if isinstance(delay, datetime.timedelta) else float(delay)
+        if seconds < 0:
+            raise InvalidMessageError("delay must not be negative")
+        props[_DELAY_MS] = str(int(seconds * 1000))
+    if message_group is not None:
+        if not message_group or not message_group.strip():
+            raise InvalidMessageError("message_group must not be blank")
+        props[_SHARDING_KEY] = message_group
+    return props
 
 
 def ensure_uniq_key(message: Message, generator: UniqIdGenerator | None = None) -> str:
@@ -316,6 +361,8 @@ def _check_batch(batch: Sequence[Message]) -> None:
         delay = props.get(_DELAY)
         if delay and int(delay) > 0:
             raise InvalidMessageError("a delay level is not supported for batch messages")
+        if _DELIVER_MS in props or _DELAY_MS in props or MessageConst.PROPERTY_TIMER_DELAY_SEC in props:
+            raise InvalidMessageError("timer messages (deliver_at, delay) cannot be sent in a batch")
         if message.topic != topic:
             if is_retry_topic(message.topic):
                 raise InvalidMessageError(f"retry topics are not supported for batch messages: {message.topic}")

@@ -167,6 +167,13 @@ class MessageExt:
     def put_property(self, name: str, value: str) -> None:
         self.properties[name] = value
 
+    def add_property(self, name: str, value: str) -> None:
+        """Set one property without parsing the others first (the last item of a name wins for every reader)."""
+        if self._properties is not None:
+            self._properties[name] = value
+        else:
+            self._properties_text += f"\x02{name}\x01{value}" if self._properties_text else f"{name}\x01{value}"
+
     def clear_property(self, name: str) -> None:
         self.properties.pop(name, None)
 

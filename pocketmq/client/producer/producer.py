@@ -17,7 +17,8 @@ RocketMQ's ``DefaultMQProducer`` has them:
   :class:`~pocketmq.client.core.errors.SendFailedError` (``errors``, ``brokers_tried``, ``timed_out``). The rules of
   the attempts are in :mod:`pocketmq.client.producer.send_loop`.
 * ``send(msg, selector=f, arg=a)`` — ordered messages: ``f(queues, msg, a)`` picks the queue; one attempt,
-  never moved to another queue.
+  never moved to another queue. A message with a ``message_group`` (RocketMQ 5 FIFO) is sent this way, to its
+  group's queue (:mod:`pocketmq.client.producer.message_group`), by ``send`` and ``send_async`` alike.
 * ``send_async(msg, callback=cb)`` — returns a future at once; retries (``retry_times_when_send_async_failed``)
   only after transport failures, as RocketMQ does.
 * ``await send_oneway(msg)`` — one request, no answer, no retry.
@@ -62,11 +63,13 @@ from pocketmq.client.core.validators import check_topic
 from pocketmq.client.producer.accumulator import Accumulator
 from pocketmq.client.producer.config import ProducerArgs, ProducerConfig, SendAttemptHook
 from pocketmq.client.producer.fault import MQFaultStrategy
+from pocketmq.client.producer.message_group import select_by_message_group
 from pocketmq.client.producer.outgoing import MessagePreparer, Outgoing
 from pocketmq.client.producer.probe import PROBE_INTERVAL, FaultProbe
 from pocketmq.client.producer.send_loop import MessageQueueSelector, RetryPolicy, SendLoop
 from pocketmq.client.producer.topic_publish import TopicPublishInfo
 from pocketmq.common.logs import get_logger
+from pocketmq.common.message import MessageConst
 from pocketmq.common.service import periodic
 from pocketmq.remoting.codes import FLAG_ONEWAY
 from pocketmq.remoting.errors import BufferFullError
@@ -88,6 +91,7 @@ ONEWAY_YIELD_EVERY = 64
 MAX_SLOT_WAITERS = 65536
 
 _monotonic = time.monotonic
+_SHARDING_KEY = MessageConst.PROPERTY_SHARDING_KEY
 _RUNNING = State.RUNNING
 
 
@@ -241,6 +245,8 @@ class Producer(ClientMember):
         if self._state is not _RUNNING:
             self._raise_not_running()
         out = self._preparer.prepare(msg)
+        if selector is None and _SHARDING_KEY in msg.properties:
+            selector = select_by_message_group  # a FIFO message group: always its queue, one attempt
         if selector is not None:
             return await self._send_sync(out, timeout, msg, selector, arg)
         # Fast path: route known, a slot free. Anything else takes the general path.
@@ -287,7 +293,12 @@ class Producer(ClientMember):
         budget = self._budget(timeout)
         self._in_flight += 1
         future: asyncio.Future[SendResult]
-        if self._in_flight > 1 and out.batchable and self._auto_batch:
+        if _SHARDING_KEY in msg.properties:
+            assert self._loop is not None
+            future = task = self._loop.create_task(self._send_grouped(out, budget, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._async_done)
+        elif self._in_flight > 1 and out.batchable and self._auto_batch:
             future = self._accumulator.add(out, budget, True)
         else:
             assert self._loop is not None
@@ -335,6 +346,14 @@ class Producer(ClientMember):
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         return timeout
+
+    async def _send_grouped(self, out: Outgoing, budget: float, msg: Message) -> SendResult:
+        """``send_async`` of a message with a message group: the one attempt on its group's queue."""
+        begin = _monotonic()
+        deadline = begin + budget
+        info = await self._sender.find_publish_info(out.topic, budget)
+        return await self._sender.send_selected(out, info, select_by_message_group, msg, None, begin, deadline,
+                                                self._async_policy)
 
     def _send_outgoing(self, out: Outgoing, budget: float, is_async: bool) -> Coroutine[Any, Any, SendResult]:
         """Every attempt of ``send``'s or ``send_async``'s kind for a prepared message or coalesced batch."""

@@ -1,0 +1,217 @@
+"""A consumer's POP requests (RocketMQ 5's ``MQClientAPIImpl`` POP half): ``POP_MESSAGE``, ``NOTIFICATION``,
+``ACK_MESSAGE``, ``BATCH_ACK_MESSAGE`` and ``CHANGE_MESSAGE_INVISIBLETIME`` to a broker group's master, and what
+the Java client does with a pop response (:func:`popped_messages`): each message gets its ``POP_CK`` (the receipt
+handle, built from ``startOffsetInfo``/``msgOffsetInfo``), a FIFO message its reconsume times from
+``orderCountInfo``, and every message the consumed topic (a revived one is stored in the POP retry topic).
+Shared by :class:`~pocketmq.client.consumer.simple.SimpleConsumer` and the push consumer's POP mode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pocketmq.client.core.errors import BrokerNotFoundError, MQClientError
+from pocketmq.client.core.instance import MQClientInstance
+from pocketmq.client.core.message_ext import MessageExt, decode_messages
+from pocketmq.common.message import MessageConst
+from pocketmq.common.pop import (
+    BatchAck,
+    PopFormatError,
+    ReceiptHandle,
+    encode_batch_ack_body,
+    info_key,
+    parse_msg_offset_info,
+    parse_order_count_info,
+    parse_start_offset_info,
+    queue_offset_key,
+    retry_marker,
+)
+from pocketmq.common.subscription import SubscriptionData
+from pocketmq.common.topic_config import PermName
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import error_for_response
+from pocketmq.remoting.pop_headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    NotificationRequestHeader,
+    NotificationResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
+
+__all__ = ["PopAPI", "PopResponse", "popped_messages", "receipt_handle"]
+
+_POP_CK = MessageConst.PROPERTY_POP_CK
+#: A long-polled request waits this much longer than the broker may hold it (s).
+RPC_MARGIN = 5.0
+#: ``initMode`` of a group's first pop of a queue: its last message (RocketMQ 5's proxy uses MAX).
+INIT_MODE_MAX = 1
+
+
+class PopMessageError(MQClientError):
+    """A pop response the client cannot read (its offset infos do not match its records)."""
+
+    retriable = False
+
+
+def receipt_handle(msg: MessageExt) -> ReceiptHandle:
+    """The receipt handle of a popped message (its ``POP_CK``); :class:`MQClientError` for one not popped."""
+    raw = msg.get_property(_POP_CK)
+    if raw is None:
+        raise MQClientError(f"message {msg.msg_id} was not popped: it has no receipt handle")
+    try:
+        return ReceiptHandle.decode(raw)
+    except PopFormatError as exc:
+        raise MQClientError(f"message {msg.msg_id} has a malformed receipt handle: {exc}") from None
+
+
+@dataclass(slots=True)
+class PopResponse:
+    found: bool
+    messages: list[MessageExt]
+    rest_num: int = 0
+
+
+def popped_messages(response: RemotingCommand, topic: str, broker_name: str, order: bool) -> PopResponse:
+    """A pop response as ``processPopResponse`` makes it (see the module docstring); raises the broker's error
+    for a code that is neither SUCCESS nor "nothing to pop"."""
+    code = response.code
+    if code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL):
+        rest = response.ext_fields.get("restNum", "0") if response.ext_fields else "0"
+        return PopResponse(False, [], int(rest) if rest.isdigit() else 0)
+    if code != ResponseCode.SUCCESS:
+        raise error_for_response(code, response.remark)
+    header = PopMessageResponseHeader.from_command(response)
+    messages = decode_messages(response.body or b"", broker_name=broker_name)
+    try:
+        starts = parse_start_offset_info(header.start_offset_info)
+        listed = parse_msg_offset_info(header.msg_offset_info)
+        counts = parse_order_count_info(header.order_count_info) if order else {}
+    except PopFormatError as exc:
+        raise PopMessageError(str(exc)) from None
+    for msg in messages:
+        marker = retry_marker(msg.topic)
+        key = info_key(marker, msg.queue_id)
+        start = starts.get(key)
+        if start is None or msg.queue_offset not in listed.get(key, ()):
+            raise PopMessageError(f"the pop response lists no offset for {msg.topic} queue {msg.queue_id} "
+                                  f"offset {msg.queue_offset}")
+        handle = ReceiptHandle(start, header.pop_time, header.invisible_time, header.revive_qid, marker,
+                               broker_name, msg.queue_id, msg.queue_offset)
+        msg.add_property(_POP_CK, handle.extra_info())
+        count = counts.get(info_key(marker, queue_offset_key(msg.queue_id, msg.queue_offset)))
+        if count is None:
+            count = counts.get(key)
+        if count:
+            msg.reconsume_times = count
+        msg.topic = topic
+    return PopResponse(True, messages, header.rest_num)
+
+
+class PopAPI:
+    """POP requests of one consumer group over a client instance, to each broker group's master."""
+
+    def __init__(self, instance: MQClientInstance, group: str, *, timeout: float) -> None:
+        self.instance = instance
+        self.group = group
+        self.timeout = timeout
+
+    async def _master(self, topic: str, broker_name: str) -> str:
+        addr = self.instance.routes.master_addr(broker_name)
+        if addr is None:
+            await self.instance.refresher.refresh(topic, self.timeout, publish=False)
+            addr = self.instance.routes.master_addr(broker_name)
+        if addr is None:
+            raise BrokerNotFoundError(broker_name)
+        return addr
+
+    async def _invoke(self, topic: str, broker_name: str, request: RemotingCommand,
+                      timeout: float) -> RemotingCommand:
+        addr = await self._master(topic, broker_name)
+        conn = await self.instance.connect(addr, timeout)
+        return await conn.request(request, timeout)
+
+    def brokers(self, topic: str) -> list[str]:
+        """The broker groups with readable queues of ``topic`` (from the route held)."""
+        route = self.instance.routes.subscribe_route(topic)
+        if route is None:
+            return []
+        readable = (q for q in route.queue_datas if q.perm & PermName.PERM_READ and q.read_queue_nums > 0)
+        return sorted({q.broker_name for q in readable})
+
+    async def pop(self, broker_name: str, subscription: SubscriptionData, *, max_nums: int, invisible_ms: int,
+                  poll_ms: int, order: bool = False, attempt_id: str | None = None,
+                  queue_id: int = -1) -> PopResponse:
+        topic = subscription.topic
+        header = PopMessageRequestHeader(
+            self.group, topic, queue_id, max_nums, invisible_ms, poll_ms, INIT_MODE_MAX, _now_ms(),
+            subscription.expression_type, subscription.sub_string, order, attempt_id)
+        request = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_fields())
+        response = await self._invoke(topic, broker_name, request, poll_ms / 1000 + self.timeout + RPC_MARGIN)
+        return popped_messages(response, topic, broker_name, order)
+
+    async def notification(self, broker_name: str, topic: str, *, poll_ms: int, order: bool = False) -> bool:
+        """Whether the group has something to pop on that broker (long-polled up to ``poll_ms``)."""
+        header = NotificationRequestHeader(self.group, topic, -1, poll_ms, _now_ms(), order)
+        request = RemotingCommand.request(RequestCode.NOTIFICATION, header.to_fields())
+        response = await self._invoke(topic, broker_name, request, poll_ms / 1000 + self.timeout + RPC_MARGIN)
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_response(response.code, response.remark)
+        return NotificationResponseHeader.from_command(response).has_msg
+
+    async def ack(self, msg: MessageExt) -> None:
+        handle = receipt_handle(msg)
+        header = AckMessageRequestHeader(self.group, handle.real_topic(msg.topic, self.group), handle.queue_id,
+                                         handle.extra_info(), handle.offset)
+        response = await self._invoke(msg.topic, handle.broker_name,
+                                      RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_fields()),
+                                      self.timeout)
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_response(response.code, response.remark)
+
+    async def ack_batch(self, messages: Sequence[MessageExt]) -> None:
+        """BATCH_ACK_MESSAGE, one request per broker group (the Java client's merge: one bit set per pop of a
+        queue); raises the first broker's refusal."""
+        by_broker: dict[str, dict[tuple[str, str, int, int, int], BatchAck]] = {}
+        topics: dict[str, str] = {}
+        for msg in messages:
+            h = receipt_handle(msg)
+            topics[h.broker_name] = msg.topic
+            merged = by_broker.setdefault(h.broker_name, {})
+            key = (msg.topic, h.topic_type, h.queue_id, h.start_offset, h.retrieve_time)
+            ack = merged.get(key)
+            if ack is None:
+                ack = merged[key] = BatchAck(self.group, msg.topic, h.topic_type, h.start_offset, h.queue_id,
+                                             h.revive_queue_id, h.retrieve_time, h.invisible_time)
+            ack.offsets.append(h.offset)
+        for broker, merged in by_broker.items():
+            body = encode_batch_ack_body(broker, list(merged.values()))
+            response = await self._invoke(topics[broker], broker,
+                                          RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, None, body),
+                                          self.timeout)
+            if response.code != ResponseCode.SUCCESS:
+                raise error_for_response(response.code, response.remark)
+
+    async def change_invisible_time(self, msg: MessageExt, invisible_ms: int) -> None:
+        """Make ``msg`` invisible for ``invisible_ms`` from now; its receipt handle is replaced by the new one
+        (the Java client's: the message's own offset as the check-point offset, the answer's times)."""
+        handle = receipt_handle(msg)
+        header = ChangeInvisibleTimeRequestHeader(self.group, handle.real_topic(msg.topic, self.group),
+                                                  handle.queue_id, handle.extra_info(), handle.offset, invisible_ms)
+        response = await self._invoke(
+            msg.topic, handle.broker_name,
+            RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_fields()), self.timeout)
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_response(response.code, response.remark)
+        answer = ChangeInvisibleTimeResponseHeader.from_command(response)
+        new = ReceiptHandle(handle.offset, answer.pop_time, answer.invisible_time, answer.revive_qid,
+                            handle.topic_type, handle.broker_name, handle.queue_id, handle.offset)
+        msg.add_property(_POP_CK, new.extra_info())
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
