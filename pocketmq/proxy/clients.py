@@ -74,7 +74,7 @@ class ClientState:
         consumers: list[dict[str, Any]] = []
         if self.group:
             kind = (ConsumeType.CONSUME_PASSIVELY if self.client_type == pb.PUSH_CONSUMER
-                    else ConsumeType.CONSUME_ACTIVELY)
+                    else ConsumeType.CONSUME_POP)
             consumers.append(consumer_data_json(self.group, self.subscriptions, consume_type=kind))
         return heartbeat_body(self.client_id, sorted(self.topics), consumers)
 
@@ -117,7 +117,8 @@ class ClientRegistry:
         client.last_seen = now
         return client
 
-    def update_settings(self, client: ClientState, settings: pb.Settings, subscriptions: list[SubscriptionData]) -> None:
+    def update_settings(self, client: ClientState, settings: pb.Settings,
+                        subscriptions: list[SubscriptionData]) -> None:
         """A client's settings from its Telemetry stream: what it produces or consumes."""
         client.settings = settings
         client.client_type = settings.client_type
@@ -233,6 +234,6 @@ class ClientRegistry:
     def snapshot(self) -> list[dict[str, Any]]:
         """The clients as ``rmq-admin``/metrics show them."""
         return [{"clientId": c.client_id, "language": c.language, "version": c.version, "address": c.remote,
-                 "type": pb.ClientType.Name(c.client_type), "group": c.group,  # type: ignore[arg-type]
+                 "type": pb.ClientType.Name(c.client_type), "group": c.group,
                  "topics": sorted(c.topics), "telemetry": c.outbox is not None}
                 for c in sorted(self.clients.values(), key=lambda c: c.client_id)]

@@ -114,7 +114,7 @@ def check_message_type(attributes: Mapping[str, str], properties: Mapping[str, s
     if actual not in accepted_types(attributes):
         raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                          f"TopicMessageType validate failed, the expected type is {expected}, "
-                         f"but actual type is {pb.MessageType.Name(actual)}")  # type: ignore[arg-type]
+                         f"but actual type is {pb.MessageType.Name(actual)}")
 
 
 # -- gRPC -> remoting ---------------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ def outgoing(message: pb.Message, *, limits: Limits, remote_host: str, now_ms: i
     props[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = system.message_id
     sys_flag = 0
     if system.body_encoding == pb.GZIP:
-        sys_flag |= MessageSysFlag.COMPRESSED_FLAG
+        sys_flag |= MessageSysFlag.COMPRESSED
     topic = message.topic.name
     if system.message_type == pb.TRANSACTION:
         sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE

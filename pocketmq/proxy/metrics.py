@@ -31,7 +31,7 @@ class CallMetrics:
         def observe(code: int, seconds: float) -> None:
             child = children.get(code)
             if child is None:
-                name = pb.Code.Name(code) if code in pb.Code.values() else str(code)  # type: ignore[arg-type]
+                name = pb.Code.Name(code) if code in pb.Code.values() else str(code)
                 child = children[code] = self.latency.labels(method, name).observe
             child(seconds)
 

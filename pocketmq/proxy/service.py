@@ -41,7 +41,7 @@ from pocketmq.proxy.auth import Authenticator, CallIdentity
 from pocketmq.proxy.backend import Backend
 from pocketmq.proxy.clients import ClientRegistry, ClientState
 from pocketmq.proxy.config import ProxyConfig
-from pocketmq.proxy.errors import OK_STATUS, Code, ProxyError, status
+from pocketmq.proxy.errors import OK_STATUS, Code, ProxyError, code_of_response, status
 from pocketmq.proxy.metrics import CallMetrics
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -145,7 +145,7 @@ class MessagingService:
             "SyncLiteSubscription": (self._not_implemented, spb.SyncLiteSubscriptionRequest,
                                      spb.SyncLiteSubscriptionResponse),
         }
-        handlers: dict[str, grpc.RpcMethodHandler] = {}
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for name, (fn, req, resp) in unary.items():
             handlers[name] = grpc.unary_unary_rpc_method_handler(
                 self._unary(name, fn, resp), request_deserializer=req.FromString,
@@ -178,10 +178,10 @@ class MessagingService:
             try:
                 result = await fn(request, self._identity(method, request, context), context)
             except ProxyError as exc:
-                result = response(status=exc.status())  # type: ignore[call-arg]
+                result = response(status=exc.status())
             except Exception as exc:
                 log.exception("call_failed", method=method)
-                result = response(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))  # type: ignore[call-arg]
+                result = response(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
             timer(result.status.code, time.perf_counter() - started)
             return result
 
@@ -202,11 +202,11 @@ class MessagingService:
                     yield item
             except ProxyError as exc:
                 code = exc.code
-                yield response(status=exc.status())  # type: ignore[call-arg]
+                yield response(status=exc.status())
             except Exception as exc:
                 log.exception("call_failed", method=method)
                 code = Code.INTERNAL_SERVER_ERROR
-                yield response(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))  # type: ignore[call-arg]
+                yield response(status=status(Code.INTERNAL_SERVER_ERROR, repr(exc)))
             timer(code, time.perf_counter() - started)
 
         return call
@@ -290,7 +290,7 @@ class MessagingService:
             self.clients.note_consumer(client, kind, request.group.name)
         elif kind != pb.PRODUCER:
             return spb.HeartbeatResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE,
-                                                       pb.ClientType.Name(kind)))  # type: ignore[arg-type]
+                                                       pb.ClientType.Name(kind)))
         return spb.HeartbeatResponse(status=OK_STATUS)
 
     async def notify_client_termination(self, request: spb.NotifyClientTerminationRequest, identity: CallIdentity,
@@ -330,12 +330,11 @@ class MessagingService:
                 if command.ByteSize() == 0:
                     break
                 yield command
-            if reader.done() and reader.exception() is not None:
-                exc = reader.exception()
-                if isinstance(exc, ProxyError):
-                    code = exc.code
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"process client telemetryCommand failed. {exc.message}")
+            failure = reader.exception() if reader.done() and not reader.cancelled() else None
+            if isinstance(failure, ProxyError):
+                code = failure.code
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"process client telemetryCommand failed. {failure.message}")
         finally:
             reader.cancel()
             self.clients.close_stream(client, outbox)
@@ -413,9 +412,7 @@ class MessagingService:
         except ProxyError as exc:
             return spb.SendResultEntry(status=exc.status())
         if outcome.code != ResponseCode.SUCCESS:
-            code = {ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
-                    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
-                    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE}[outcome.code]
+            code = code_of_response(outcome.code)
             return spb.SendResultEntry(status=status(code, f"send message failed, sendStatus={outcome.code}"))
         transaction_id = ""
         if out.sys_flag & MessageSysFlag.TRANSACTION_PREPARED_TYPE:

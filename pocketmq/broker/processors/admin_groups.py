@@ -14,7 +14,10 @@ from pocketmq.common.errors import FieldFormatError
 from pocketmq.common.logs import get_logger
 from pocketmq.common.topic import validate_topic
 from pocketmq.remoting import route as rd
-from pocketmq.remoting.admin_headers import DeleteSubscriptionGroupRequestHeader, GetSubscriptionGroupConfigRequestHeader
+from pocketmq.remoting.admin_headers import (
+    DeleteSubscriptionGroupRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+)
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
