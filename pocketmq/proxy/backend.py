@@ -40,13 +40,12 @@ from pocketmq.proxy.convert import Outgoing
 from pocketmq.proxy.errors import Code, ProxyError, broker_error
 from pocketmq.remoting import route as rd
 from pocketmq.remoting.acl import SessionCredentials
-from pocketmq.remoting.admin_headers import GetTopicStatsInfoRequestHeader
+from pocketmq.remoting.admin_headers import GetSubscriptionGroupConfigRequestHeader, GetTopicStatsInfoRequestHeader
 from pocketmq.remoting.codes import RequestCode, ResponseCode, SerializeType
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection
 from pocketmq.remoting.errors import PocketMQError, RemotingConnectError
 from pocketmq.remoting.headers import (
-    ConsumerGroupRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     SendMessageResponseHeader,
@@ -232,7 +231,7 @@ class Backend:
         settings = GroupSettings(False, default_attempts)
         for addr in sorted(set(self.instance.routes.master_table.values())):
             request = self._request(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG,
-                                    ConsumerGroupRequestHeader(group).to_fields())
+                                    GetSubscriptionGroupConfigRequestHeader(group).to_fields())
             try:
                 response = await self.invoke(addr, request)
             except ProxyError:

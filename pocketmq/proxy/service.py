@@ -38,7 +38,7 @@ from pocketmq.proxy import convert
 from pocketmq.proxy.apis import definition_pb2 as pb
 from pocketmq.proxy.apis import service_pb2 as spb
 from pocketmq.proxy.auth import Authenticator, CallIdentity
-from pocketmq.proxy.backend import Backend
+from pocketmq.proxy.backend import Backend, PopResult
 from pocketmq.proxy.clients import ClientRegistry, ClientState
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.errors import OK_STATUS, Code, ProxyError, code_of_response, status
@@ -519,9 +519,9 @@ class MessagingService:
                 raise ProxyError(Code.FORBIDDEN, "no readable queue")
             broker = brokers[int(time.monotonic() * 1000) % len(brokers)]
         batch = min(max(request.batch_size, 1), POP_MAX_NUMS)
-        popped = await self.backend.pop(broker, group, subscription, max_nums=batch, invisible_ms=invisible_ms,
-                                        poll_ms=polling_ms, fifo=fifo,
-                                        attempt_id=request.attempt_id if request.HasField("attempt_id") else None)
+        popped = await self._pop(broker, group, subscription, batch=batch, invisible_ms=invisible_ms,
+                                 poll_ms=polling_ms, fifo=fifo,
+                                 attempt_id=request.attempt_id if request.HasField("attempt_id") else None)
         if popped.polling_full:
             yield spb.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, "polling full"))
         elif not popped.messages:
@@ -537,16 +537,33 @@ class MessagingService:
         stamp.delivery_timestamp.GetCurrentTime()
         yield stamp
 
+    async def _pop(self, broker: str, group: str, subscription: SubscriptionData, *, batch: int, invisible_ms: int,
+                   poll_ms: int, fifo: bool, attempt_id: str | None) -> PopResult:
+        """The pop, shielded: a client that cancels its receive while the broker long-polls does not leave what the
+        pop then takes invisible until its deadline (those messages are made visible again at once)."""
+        task = asyncio.ensure_future(self.backend.pop(broker, group, subscription, max_nums=batch,
+                                                      invisible_ms=invisible_ms, poll_ms=poll_ms, fifo=fifo,
+                                                      attempt_id=attempt_id))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            def orphaned(done: asyncio.Future[PopResult]) -> None:
+                if done.cancelled() or done.exception() is not None:
+                    return
+                handles = [_handle_of(m) for m in done.result().messages]
+                if handles:
+                    self._nack_later(handles, group, subscription.topic)
+
+            task.add_done_callback(orphaned)
+            raise
+
     async def _filter(self, messages: list[MessageExt], group: str, topic: str, subscription: SubscriptionData,
                       max_attempts: int) -> list[tuple[MessageExt, ReceiptHandle]]:
         """``PopMessageResultFilterImpl``: a tag the subscription does not take is acked, a message past its
         attempts goes to the DLQ, the rest is delivered."""
         deliver = []
         for msg in messages:
-            handle = ReceiptHandle.decode(msg.get_property(MessageConst.PROPERTY_POP_CK) or "")
-            handle = ReceiptHandle(handle.start_offset, handle.retrieve_time, handle.invisible_time,
-                                   handle.revive_queue_id, handle.topic_type, handle.broker_name, handle.queue_id,
-                                   handle.offset, msg.commit_log_offset)
+            handle = _handle_of(msg)
             try:
                 if subscription.expression_type == ExpressionType.TAG and not subscription.matches(msg.tags):
                     await self.backend.ack(group, topic, handle)
@@ -644,6 +661,13 @@ class MessagingService:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _handle_of(msg: MessageExt) -> ReceiptHandle:
+    """A popped message's handle as the Java proxy hands it out: ``POP_CK`` and the commit-log offset."""
+    handle = ReceiptHandle.decode(msg.get_property(MessageConst.PROPERTY_POP_CK) or "")
+    return ReceiptHandle(handle.start_offset, handle.retrieve_time, handle.invisible_time, handle.revive_queue_id,
+                         handle.topic_type, handle.broker_name, handle.queue_id, handle.offset, msg.commit_log_offset)
 
 
 def _permission(perm: int) -> int:
