@@ -196,6 +196,9 @@ class ClientRegistry:
         task.add_done_callback(self._tasks.discard)
 
     async def _register(self, client: ClientState) -> None:
+        for topic in sorted(client.topics | {s.topic for s in client.subscriptions}):
+            with contextlib.suppress(ProxyError):
+                await self.backend.route(topic)  # the brokers serving the client's topics become known
         addrs = self.backend.broker_addrs(masters_only=not client.is_consumer)
         if not addrs:
             return

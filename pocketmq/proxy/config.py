@@ -48,8 +48,8 @@ class ProxyConfig:
     grpc_client_producer_backoff_initial_millis: int = 10
     grpc_client_producer_backoff_max_millis: int = 1000
     grpc_client_producer_backoff_multiplier: int = 2
-    #: Delivery attempts a consumer group gets before its messages go to ``%DLQ%<group>``.
-    default_max_delivery_attempts: int = 16
+    #: Delivery attempts of a group no broker has a config for (a group's are its ``retryMaxTimes`` + 1).
+    default_max_delivery_attempts: int = 17
     # --- clients ---
     #: A client neither heard from this long is forgotten (its registration at the brokers too), ms.
     grpc_client_idle_time_mills: int = 120_000

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
 from grpc import aio
 
@@ -148,18 +149,18 @@ class MessagingService:
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for name, (fn, req, resp) in unary.items():
             handlers[name] = grpc.unary_unary_rpc_method_handler(
-                self._unary(name, fn, resp), request_deserializer=req.FromString,
+                self._unary(name, fn, resp), request_deserializer=_parser(req),
                 response_serializer=resp.SerializeToString)
         handlers["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
             self._streaming("ReceiveMessage", self.receive_message, spb.ReceiveMessageResponse),
-            request_deserializer=spb.ReceiveMessageRequest.FromString,
+            request_deserializer=_parser(spb.ReceiveMessageRequest),
             response_serializer=spb.ReceiveMessageResponse.SerializeToString)
         handlers["PullMessage"] = grpc.unary_stream_rpc_method_handler(
             self._streaming("PullMessage", self._pull_not_implemented, spb.PullMessageResponse),
-            request_deserializer=spb.PullMessageRequest.FromString,
+            request_deserializer=_parser(spb.PullMessageRequest),
             response_serializer=spb.PullMessageResponse.SerializeToString)
         handlers["Telemetry"] = grpc.stream_stream_rpc_method_handler(
-            self.telemetry, request_deserializer=spb.TelemetryCommand.FromString,
+            self.telemetry, request_deserializer=_parser(spb.TelemetryCommand),
             response_serializer=spb.TelemetryCommand.SerializeToString)
         return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
@@ -175,6 +176,9 @@ class MessagingService:
 
         async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
             started = time.perf_counter()
+            if isinstance(request, Malformed):
+                timer(Code.BAD_REQUEST, time.perf_counter() - started)
+                await context.abort(grpc.StatusCode.INTERNAL, MALFORMED)
             try:
                 result = await fn(request, self._identity(method, request, context), context)
             except ProxyError as exc:
@@ -194,6 +198,9 @@ class MessagingService:
 
         async def call(request: Any, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             started = time.perf_counter()
+            if isinstance(request, Malformed):
+                timer(Code.BAD_REQUEST, time.perf_counter() - started)
+                await context.abort(grpc.StatusCode.INTERNAL, MALFORMED)
             code: int = Code.OK
             try:
                 async for item in fn(request, self._identity(method, request, context), context):
@@ -344,6 +351,8 @@ class MessagingService:
                               outbox: asyncio.Queue[spb.TelemetryCommand]) -> None:
         async for command in requests:
             client.last_seen = time.monotonic()
+            if isinstance(command, Malformed):
+                raise ProxyError(Code.BAD_REQUEST, MALFORMED)
             if command.HasField("settings"):
                 await outbox.put(await self._settings(client, command.settings))
 
@@ -661,6 +670,25 @@ class MessagingService:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+MALFORMED = "Invalid protobuf byte sequence"
+"""What grpc-java (and so RocketMQ's proxy) answers, with status INTERNAL, to a request it cannot parse."""
+
+
+class Malformed:
+    """A request that did not parse: handed to the call, which answers INTERNAL (gRPC's own deserializer error
+    would be UNKNOWN with a logged traceback)."""
+
+
+def _parser(kind: type[ProtoMessage]) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return kind.FromString(data)
+        except DecodeError:
+            return Malformed()
+
+    return parse
 
 
 def _handle_of(msg: MessageExt) -> ReceiptHandle:

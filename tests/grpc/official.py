@@ -49,7 +49,7 @@ class ClientFailed(AssertionError):
 async def run(scenario: str, args: dict[str, Any], *, home: Path, timeout: float = 60.0) -> dict[str, Any]:
     """Run one scenario of ``official_client.py`` and return the JSON it printed."""
     python = await asyncio.to_thread(official_python)
-    home.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "PYTHONUNBUFFERED": "1",
            "PYTHONDONTWRITEBYTECODE": "1", "GRPC_ENABLE_FORK_SUPPORT": "false"}
     proc = await asyncio.create_subprocess_exec(
