@@ -47,7 +47,7 @@ def metadata(client_id: str = "raw-client@1") -> tuple[tuple[str, str], ...]:
 
 
 async def call(channel: aio.Channel, method: str, request: Any, response: Any, **kw: Any) -> Any:
-    stub = channel.unary_unary(SERVICE + method, request_serializer=lambda m: m.SerializeToString(),
+    stub: Any = channel.unary_unary(SERVICE + method, request_serializer=lambda m: m.SerializeToString(),
                                response_deserializer=response.FromString)
     return await stub(request, metadata=metadata(), timeout=10, **kw)
 
@@ -57,13 +57,13 @@ def message(topic: str = "TBad", body: bytes = b"hello", **system: Any) -> pb.Me
     return pb.Message(topic=pb.Resource(name=topic), body=body, system_properties=props)
 
 
-async def send(channel: aio.Channel, msg: pb.Message) -> spb.SendMessageResponse:
+async def send(channel: aio.Channel, msg: pb.Message) -> Any:
     return await call(channel, "SendMessage", spb.SendMessageRequest(messages=[msg]), spb.SendMessageResponse)
 
 
 async def test_a_malformed_protobuf_is_a_grpc_error_and_the_proxy_keeps_serving(pc: ProxyCluster,
                                                                                 channel: aio.Channel) -> None:
-    raw = channel.unary_unary(SERVICE + "SendMessage", request_serializer=lambda b: b,
+    raw: Any = channel.unary_unary(SERVICE + "SendMessage", request_serializer=lambda b: b,
                               response_deserializer=lambda b: b)
     with pytest.raises(aio.AioRpcError) as caught:
         await raw(b"\x0a\xff\xff\xff\xff\x0f garbage", metadata=metadata(), timeout=10)
@@ -127,7 +127,7 @@ async def test_bad_receipt_handles_ack_nothing_and_the_message_stays(pc: ProxyCl
 
 
 async def receive(channel: aio.Channel, group: pb.Resource, topic: str) -> list[pb.Message]:
-    stub = channel.unary_stream(SERVICE + "ReceiveMessage", request_serializer=lambda m: m.SerializeToString(),
+    stub: Any = channel.unary_stream(SERVICE + "ReceiveMessage", request_serializer=lambda m: m.SerializeToString(),
                                 response_deserializer=spb.ReceiveMessageResponse.FromString)
     request = spb.ReceiveMessageRequest(
         group=group, message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
@@ -145,10 +145,11 @@ async def receive(channel: aio.Channel, group: pb.Resource, topic: str) -> list[
 
 
 async def test_bad_filter_and_invisible_time(pc: ProxyCluster, channel: aio.Channel) -> None:
-    stub = channel.unary_stream(SERVICE + "ReceiveMessage", request_serializer=lambda m: m.SerializeToString(),
+    stub: Any = channel.unary_stream(SERVICE + "ReceiveMessage", request_serializer=lambda m: m.SerializeToString(),
                                 response_deserializer=spb.ReceiveMessageResponse.FromString)
-    base = dict(group=pb.Resource(name="GBad"), message_queue=pb.MessageQueue(topic=pb.Resource(name="TBad")),
-                batch_size=1, long_polling_timeout=Duration(seconds=1))
+    base: dict[str, Any] = dict(group=pb.Resource(name="GBad"),
+                                message_queue=pb.MessageQueue(topic=pb.Resource(name="TBad")),
+                                batch_size=1, long_polling_timeout=Duration(seconds=1))
     sql = spb.ReceiveMessageRequest(filter_expression=pb.FilterExpression(type=pb.SQL, expression="a >>> 1"),
                                     invisible_duration=Duration(seconds=30), **base)
     answers = [r async for r in stub(sql, metadata=metadata(), timeout=10)]
@@ -165,11 +166,11 @@ async def test_calls_not_served_answer_not_implemented(pc: ProxyCluster, channel
                                       ("RecallMessage", spb.RecallMessageRequest(), spb.RecallMessageResponse)):
         answer = await asyncio.wait_for(call(channel, method, request, response), 10)
         assert answer.status.code == Code.NOT_IMPLEMENTED and method in answer.status.message
-    stub = channel.unary_stream(SERVICE + "PullMessage", request_serializer=lambda m: m.SerializeToString(),
+    stub: Any = channel.unary_stream(SERVICE + "PullMessage", request_serializer=lambda m: m.SerializeToString(),
                                 response_deserializer=spb.PullMessageResponse.FromString)
     answers = [r async for r in stub(spb.PullMessageRequest(), metadata=metadata(), timeout=10)]
     assert answers[0].status.code == Code.NOT_IMPLEMENTED
-    unknown = channel.unary_unary(SERVICE + "NoSuchCall", request_serializer=lambda b: b,
+    unknown: Any = channel.unary_unary(SERVICE + "NoSuchCall", request_serializer=lambda b: b,
                                   response_deserializer=lambda b: b)
     with pytest.raises(aio.AioRpcError) as caught:
         await unknown(b"", timeout=10)
@@ -184,11 +185,11 @@ def settings_command(group: str = "GTele") -> spb.TelemetryCommand:
 
 async def test_telemetry_settings_handshake_and_a_client_dropping_it_midway(pc: ProxyCluster,
                                                                             channel: aio.Channel) -> None:
-    stub = channel.stream_stream(SERVICE + "Telemetry", request_serializer=lambda m: m.SerializeToString(),
+    stub: Any = channel.stream_stream(SERVICE + "Telemetry", request_serializer=lambda m: m.SerializeToString(),
                                  response_deserializer=spb.TelemetryCommand.FromString)
     stream = stub(metadata=metadata("tele@1"), timeout=30)
     await stream.write(settings_command())
-    answer = await stream.read()
+    answer: Any = await stream.read()
     assert answer.status.code == Code.OK
     assert answer.settings.subscription.long_polling_timeout.seconds == 20
     assert answer.settings.backoff_policy.max_attempts == 17
