@@ -111,6 +111,14 @@ class BrokerConfig:
     #: How often the POP state snapshot is written when something changed (ms).
     pop_state_snapshot_interval: int = 1000
     # --- end POP ---
+    # --- gRPC proxy in the broker's process (RocketMQ 5 clients, "local mode") ---
+    #: Serve ``apache.rocketmq.v2.MessagingService`` in this process (RocketMQ's ``mqbroker --enable-proxy``).
+    enable_grpc_proxy: bool = False
+    #: The gRPC port; 0 picks a free one (the start logs ``proxy_started`` with the address).
+    grpc_server_port: int = 8081
+    #: A ``rmq-proxy`` properties file with the proxy's other settings (its name servers and port are the broker's).
+    proxy_config_file: str = ""
+    # --- end gRPC proxy ---
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None

@@ -10,38 +10,28 @@ timed and counted by method and code (:class:`CallMetrics`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as ProtoMessage
 from grpc import aio
 
-from pocketmq.client.core.message_ext import MessageExt
-from pocketmq.common.filter import compile_selector
-from pocketmq.common.filter.errors import FilterError
+from pocketmq.client.core.message_ext import decode_messages
 from pocketmq.common.logs import get_logger
 from pocketmq.common.message import MessageConst
-from pocketmq.common.pop import PopFormatError, ReceiptHandle
-from pocketmq.common.subscription import ExpressionType, SubscriptionData, build_subscription_data
+from pocketmq.common.subscription import SubscriptionData
 from pocketmq.common.sysflag import MessageSysFlag
-from pocketmq.common.topic import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    NOT_ALLOWED_SEND_TOPIC_SET,
-    RETRY_GROUP_TOPIC_PREFIX,
-    RMQ_SYS_TOPIC_PREFIX,
-    validate_topic,
-)
 from pocketmq.proxy import convert
 from pocketmq.proxy.apis import definition_pb2 as pb
 from pocketmq.proxy.apis import service_pb2 as spb
 from pocketmq.proxy.auth import Authenticator, CallIdentity
-from pocketmq.proxy.backend import Backend, PopResult
+from pocketmq.proxy.backend import Backend
+from pocketmq.proxy.checks import MALFORMED, Malformed, aggregate, check_group, check_topic, parser, subscription_of
 from pocketmq.proxy.clients import ClientRegistry, ClientState
 from pocketmq.proxy.config import ProxyConfig
+from pocketmq.proxy.consume import POP_MAX_NUMS, ConsumeCalls
 from pocketmq.proxy.errors import OK_STATUS, Code, ProxyError, code_of_response, status
 from pocketmq.proxy.metrics import CallMetrics
 from pocketmq.remoting.codes import RequestCode, ResponseCode
@@ -52,61 +42,12 @@ from pocketmq.remoting.headers import CheckTransactionStateRequestHeader, EndTra
 log = get_logger("pocketmq.proxy.service")
 
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
-POP_MAX_NUMS = 32
-"""A receive pops at most this many messages (``ProxyUtils.MAX_MSG_NUMS_FOR_POP_REQUEST``)."""
-NACK_INVISIBLE_MS = 1000
-"""Popped messages a client could not be given become visible again after this long."""
-_SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", "CID_ONSAPI_", "CID_ONS-HTTP-PROXY", "CID_HOUSEKEEPING", "PROXY_")
 _DEFAULT_RETRY_NEXT_MS = (1000, 5000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000,
                           420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000)
 """A consumer's back-off between delivery attempts: RocketMQ's default ``CustomizedRetryPolicy`` (delay levels)."""
 
 Req = TypeVar("Req", bound=ProtoMessage)
 Resp = TypeVar("Resp", bound=ProtoMessage)
-
-
-def _duration_ms(duration: Any) -> int:
-    return int(duration.seconds * 1000 + duration.nanos // 1_000_000)
-
-
-def check_topic(name: str) -> None:
-    """``GrpcValidator.validateTopic``: ILLEGAL_TOPIC for a bad name or a system topic."""
-    problem = validate_topic(name)
-    if problem is not None:
-        raise ProxyError(Code.ILLEGAL_TOPIC, problem)
-    if (name in NOT_ALLOWED_SEND_TOPIC_SET or name.startswith(RMQ_SYS_TOPIC_PREFIX) or name.startswith("rmq_sys_")
-            or name.startswith(RETRY_GROUP_TOPIC_PREFIX) or name.startswith(DLQ_GROUP_TOPIC_PREFIX)):
-        raise ProxyError(Code.ILLEGAL_TOPIC, "cannot access system topic")
-
-
-def check_group(name: str) -> None:
-    """``GrpcValidator.validateConsumerGroup``."""
-    problem = validate_topic(name)
-    if problem is not None:
-        raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, problem.replace("topic", "group"))
-    if name.startswith(_SYSTEM_GROUP_PREFIXES):
-        raise ProxyError(Code.ILLEGAL_CONSUMER_GROUP, "cannot use system consumer group")
-
-
-def subscription_of(topic: str, expression: pb.FilterExpression) -> SubscriptionData:
-    """``FilterAPI.build``: ILLEGAL_FILTER_EXPRESSION for an expression that does not parse."""
-    text = expression.expression or "*"
-    if expression.type == pb.SQL:
-        try:
-            compile_selector(text)
-        except FilterError as exc:
-            raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, f"expression format is not correct: {exc}") from None
-        return SubscriptionData(topic, text, sub_version=int(time.time() * 1000), expression_type=ExpressionType.SQL92)
-    return build_subscription_data(topic, text, int(time.time() * 1000))
-
-
-def _aggregate(codes: set[int]) -> pb.Status:
-    """One status for several entries: their code when they agree, MULTIPLE_RESULTS otherwise."""
-    if len(codes) > 1:
-        return status(Code.MULTIPLE_RESULTS)
-    if codes:
-        return status(codes.pop())  # type: ignore[arg-type]
-    return status(Code.INTERNAL_SERVER_ERROR, "no entry")
 
 
 class MessagingService:
@@ -120,7 +61,7 @@ class MessagingService:
         self.metrics = metrics
         self.auth = auth
         self.limits = config.limits()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.consume = ConsumeCalls(config, backend, clients)
         backend.on_request(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
 
     # -- the handler table ---------------------------------------------------------------------------------
@@ -131,13 +72,13 @@ class MessagingService:
             "Heartbeat": (self.heartbeat, spb.HeartbeatRequest, spb.HeartbeatResponse),
             "SendMessage": (self.send_message, spb.SendMessageRequest, spb.SendMessageResponse),
             "QueryAssignment": (self.query_assignment, spb.QueryAssignmentRequest, spb.QueryAssignmentResponse),
-            "AckMessage": (self.ack_message, spb.AckMessageRequest, spb.AckMessageResponse),
-            "ForwardMessageToDeadLetterQueue": (self.forward_to_dlq, spb.ForwardMessageToDeadLetterQueueRequest,
+            "AckMessage": (self.consume.ack_message, spb.AckMessageRequest, spb.AckMessageResponse),
+            "ForwardMessageToDeadLetterQueue": (self.consume.forward_to_dlq, spb.ForwardMessageToDeadLetterQueueRequest,
                                                 spb.ForwardMessageToDeadLetterQueueResponse),
             "EndTransaction": (self.end_transaction, spb.EndTransactionRequest, spb.EndTransactionResponse),
             "NotifyClientTermination": (self.notify_client_termination, spb.NotifyClientTerminationRequest,
                                         spb.NotifyClientTerminationResponse),
-            "ChangeInvisibleDuration": (self.change_invisible_duration, spb.ChangeInvisibleDurationRequest,
+            "ChangeInvisibleDuration": (self.consume.change_invisible_duration, spb.ChangeInvisibleDurationRequest,
                                         spb.ChangeInvisibleDurationResponse),
             "UpdateOffset": (self._not_implemented, spb.UpdateOffsetRequest, spb.UpdateOffsetResponse),
             "GetOffset": (self._not_implemented, spb.GetOffsetRequest, spb.GetOffsetResponse),
@@ -149,18 +90,18 @@ class MessagingService:
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         for name, (fn, req, resp) in unary.items():
             handlers[name] = grpc.unary_unary_rpc_method_handler(
-                self._unary(name, fn, resp), request_deserializer=_parser(req),
+                self._unary(name, fn, resp), request_deserializer=parser(req),
                 response_serializer=resp.SerializeToString)
         handlers["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
-            self._streaming("ReceiveMessage", self.receive_message, spb.ReceiveMessageResponse),
-            request_deserializer=_parser(spb.ReceiveMessageRequest),
+            self._streaming("ReceiveMessage", self.consume.receive_message, spb.ReceiveMessageResponse),
+            request_deserializer=parser(spb.ReceiveMessageRequest),
             response_serializer=spb.ReceiveMessageResponse.SerializeToString)
         handlers["PullMessage"] = grpc.unary_stream_rpc_method_handler(
             self._streaming("PullMessage", self._pull_not_implemented, spb.PullMessageResponse),
-            request_deserializer=_parser(spb.PullMessageRequest),
+            request_deserializer=parser(spb.PullMessageRequest),
             response_serializer=spb.PullMessageResponse.SerializeToString)
         handlers["Telemetry"] = grpc.stream_stream_rpc_method_handler(
-            self.telemetry, request_deserializer=_parser(spb.TelemetryCommand),
+            self.telemetry, request_deserializer=parser(spb.TelemetryCommand),
             response_serializer=spb.TelemetryCommand.SerializeToString)
         return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
@@ -413,7 +354,7 @@ class MessagingService:
             entry = await self._send_one(out, identity)
             entries.append(entry)
             codes.add(entry.status.code)
-        return spb.SendMessageResponse(status=_aggregate(codes), entries=entries)
+        return spb.SendMessageResponse(status=aggregate(codes), entries=entries)
 
     async def _send_one(self, out: convert.Outgoing, identity: CallIdentity) -> spb.SendResultEntry:
         try:
@@ -456,7 +397,6 @@ class MessagingService:
         RecoverOrphanedTransactionCommand (the producer answers with EndTransaction, source SERVER_CHECK)."""
         try:
             header = CheckTransactionStateRequestHeader.from_command(request)
-            from pocketmq.client.core.message_ext import decode_messages
             messages = decode_messages(request.body or b"")
         except Exception as exc:
             log.warning("transaction_check_malformed", peer=conn.remote_addr, error=str(exc))
@@ -483,219 +423,8 @@ class MessagingService:
                 return name
         return None
 
-    # -- consume -----------------------------------------------------------------------------------------
-
-    def _polling_ms(self, request: spb.ReceiveMessageRequest, context: aio.ServicerContext[Any, Any]) -> int:
-        """``ReceiveMessageActivity``'s polling time: asked for, bounded, and inside the call's deadline."""
-        remaining = context.time_remaining()
-        remaining_ms = int(remaining * 1000) if remaining is not None else 3_600_000
-        remaining_ms -= self.config.long_polling_reserve_time_in_millis
-        low = self.config.grpc_client_consumer_min_long_polling_timeout_millis
-        high = self.config.grpc_client_consumer_max_long_polling_timeout_millis
-        if request.HasField("long_polling_timeout"):
-            polling = _duration_ms(request.long_polling_timeout)
-        else:
-            polling = remaining_ms - 1500
-        polling = min(max(polling, low), high)
-        if polling > remaining_ms:
-            if remaining_ms < low:
-                raise ProxyError(Code.ILLEGAL_POLLING_TIME, "The deadline time remaining is not enough for polling, "
-                                                            "please check network condition")
-            polling = remaining_ms
-        return polling
-
-    async def receive_message(self, request: spb.ReceiveMessageRequest, identity: CallIdentity,
-                              context: aio.ServicerContext[Any, Any]) -> AsyncIterator[spb.ReceiveMessageResponse]:
-        polling_ms = self._polling_ms(request, context)
-        topic, group = request.message_queue.topic.name, request.group.name
-        check_topic(topic)
-        check_group(group)
-        client = self._client(identity)
-        settings = await self.backend.group_settings(group, self.config.default_max_delivery_attempts)
-        fifo = client.settings.subscription.fifo if client.settings is not None and \
-            client.settings.HasField("subscription") else settings.fifo
-        if request.auto_renew:
-            invisible_ms = self.config.default_invisible_time_mills
-        else:
-            invisible_ms = _duration_ms(request.invisible_duration)
-            self._check_invisible(invisible_ms, self.config.min_invisible_time_mills_for_recv)
-        subscription = subscription_of(topic, request.filter_expression)
-        route = await self.backend.route(topic)
-        brokers = self.backend.readable_brokers(route)
-        broker = request.message_queue.broker.name
-        if broker not in brokers:
-            if not brokers:
-                raise ProxyError(Code.FORBIDDEN, "no readable queue")
-            broker = brokers[int(time.monotonic() * 1000) % len(brokers)]
-        batch = min(max(request.batch_size, 1), POP_MAX_NUMS)
-        popped = await self._pop(broker, group, subscription, batch=batch, invisible_ms=invisible_ms,
-                                 poll_ms=polling_ms, fifo=fifo,
-                                 attempt_id=request.attempt_id if request.HasField("attempt_id") else None)
-        if popped.polling_full:
-            yield spb.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, "polling full"))
-        elif not popped.messages:
-            yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
-        else:
-            deliver = await self._filter(popped.messages, group, topic, subscription, settings.max_delivery_attempts)
-            if not deliver:
-                yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))
-            else:
-                async for item in self._deliver(deliver, group, topic):
-                    yield item
-        stamp = spb.ReceiveMessageResponse()
-        stamp.delivery_timestamp.GetCurrentTime()
-        yield stamp
-
-    async def _pop(self, broker: str, group: str, subscription: SubscriptionData, *, batch: int, invisible_ms: int,
-                   poll_ms: int, fifo: bool, attempt_id: str | None) -> PopResult:
-        """The pop, shielded: a client that cancels its receive while the broker long-polls does not leave what the
-        pop then takes invisible until its deadline (those messages are made visible again at once)."""
-        task = asyncio.ensure_future(self.backend.pop(broker, group, subscription, max_nums=batch,
-                                                      invisible_ms=invisible_ms, poll_ms=poll_ms, fifo=fifo,
-                                                      attempt_id=attempt_id))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            def orphaned(done: asyncio.Future[PopResult]) -> None:
-                if done.cancelled() or done.exception() is not None:
-                    return
-                handles = [_handle_of(m) for m in done.result().messages]
-                if handles:
-                    self._nack_later(handles, group, subscription.topic)
-
-            task.add_done_callback(orphaned)
-            raise
-
-    async def _filter(self, messages: list[MessageExt], group: str, topic: str, subscription: SubscriptionData,
-                      max_attempts: int) -> list[tuple[MessageExt, ReceiptHandle]]:
-        """``PopMessageResultFilterImpl``: a tag the subscription does not take is acked, a message past its
-        attempts goes to the DLQ, the rest is delivered."""
-        deliver = []
-        for msg in messages:
-            handle = _handle_of(msg)
-            try:
-                if subscription.expression_type == ExpressionType.TAG and not subscription.matches(msg.tags):
-                    await self.backend.ack(group, topic, handle)
-                    continue
-                if msg.reconsume_times >= max_attempts:
-                    await self.backend.send_to_dlq(group, topic, handle, msg.uniq_key or msg.msg_id)
-                    continue
-            except ProxyError as exc:
-                log.warning("receive_filter_failed", group=group, topic=topic, error=exc.message)
-            deliver.append((msg, handle))
-        return deliver
-
-    async def _deliver(self, messages: list[tuple[MessageExt, ReceiptHandle]], group: str,
-                       topic: str) -> AsyncIterator[spb.ReceiveMessageResponse]:
-        sent = 0
-        try:
-            yield spb.ReceiveMessageResponse(status=OK_STATUS)
-            for msg, handle in messages:
-                yield spb.ReceiveMessageResponse(message=convert.incoming(msg, topic=topic,
-                                                                          receipt_handle=handle.encode()))
-                sent += 1
-        finally:
-            if sent < len(messages):
-                self._nack_later([h for _m, h in messages[sent:]], group, topic)
-
-    def _nack_later(self, handles: list[ReceiptHandle], group: str, topic: str) -> None:
-        """Messages popped for a client that went away: visible again soon instead of at their deadline."""
-        async def nack() -> None:
-            for handle in handles:
-                with contextlib.suppress(ProxyError):
-                    await self.backend.change_invisible(group, topic, handle, NACK_INVISIBLE_MS)
-
-        task = asyncio.get_running_loop().create_task(nack())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _check_invisible(self, invisible_ms: int, minimum: int) -> None:
-        if invisible_ms < minimum:
-            raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too small. min is {minimum}")
-        maximum = self.config.max_invisible_time_mills
-        if 0 < maximum < invisible_ms:
-            raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {maximum}")
-
-    @staticmethod
-    def _handle(text: str) -> ReceiptHandle:
-        try:
-            handle = ReceiptHandle.decode(text)
-        except PopFormatError as exc:
-            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, str(exc)) from None
-        if handle.next_visible_time <= time.time() * 1000:
-            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
-        return handle
-
-    async def ack_message(self, request: spb.AckMessageRequest, identity: CallIdentity,
-                          context: aio.ServicerContext[Any, Any]) -> spb.AckMessageResponse:
-        topic, group = request.topic.name, request.group.name
-        check_topic(topic)
-        check_group(group)
-        entries = []
-        codes: set[int] = set()
-        for entry in request.entries:
-            try:
-                await self.backend.ack(group, topic, self._handle(entry.receipt_handle))
-                result = OK_STATUS
-            except ProxyError as exc:
-                result = exc.status()
-            codes.add(result.code)
-            entries.append(spb.AckMessageResultEntry(message_id=entry.message_id,
-                                                     receipt_handle=entry.receipt_handle, status=result))
-        return spb.AckMessageResponse(status=_aggregate(codes), entries=entries)
-
-    async def change_invisible_duration(self, request: spb.ChangeInvisibleDurationRequest, identity: CallIdentity,
-                                        context: aio.ServicerContext[Any, Any]
-                                        ) -> spb.ChangeInvisibleDurationResponse:
-        topic, group = request.topic.name, request.group.name
-        check_topic(topic)
-        check_group(group)
-        invisible_ms = _duration_ms(request.invisible_duration)
-        self._check_invisible(invisible_ms, 0)
-        handle = await self.backend.change_invisible(group, topic, self._handle(request.receipt_handle),
-                                                     invisible_ms)
-        return spb.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=handle.encode())
-
-    async def forward_to_dlq(self, request: spb.ForwardMessageToDeadLetterQueueRequest, identity: CallIdentity,
-                             context: aio.ServicerContext[Any, Any]
-                             ) -> spb.ForwardMessageToDeadLetterQueueResponse:
-        topic, group = request.topic.name, request.group.name
-        check_topic(topic)
-        check_group(group)
-        await self.backend.send_to_dlq(group, topic, self._handle(request.receipt_handle), request.message_id)
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
-
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-MALFORMED = "Invalid protobuf byte sequence"
-"""What grpc-java (and so RocketMQ's proxy) answers, with status INTERNAL, to a request it cannot parse."""
-
-
-class Malformed:
-    """A request that did not parse: handed to the call, which answers INTERNAL (gRPC's own deserializer error
-    would be UNKNOWN with a logged traceback)."""
-
-
-def _parser(kind: type[ProtoMessage]) -> Callable[[bytes], Any]:
-    def parse(data: bytes) -> Any:
-        try:
-            return kind.FromString(data)
-        except DecodeError:
-            return Malformed()
-
-    return parse
-
-
-def _handle_of(msg: MessageExt) -> ReceiptHandle:
-    """A popped message's handle as the Java proxy hands it out: ``POP_CK`` and the commit-log offset."""
-    handle = ReceiptHandle.decode(msg.get_property(MessageConst.PROPERTY_POP_CK) or "")
-    return ReceiptHandle(handle.start_offset, handle.retrieve_time, handle.invisible_time, handle.revive_queue_id,
-                         handle.topic_type, handle.broker_name, handle.queue_id, handle.offset, msg.commit_log_offset)
+        await self.consume.stop()
 
 
 def _permission(perm: int) -> int:
