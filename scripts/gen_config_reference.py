@@ -43,6 +43,7 @@ from pocketmq.common.config import config_key  # noqa: E402
 from pocketmq.ha.config import PROPERTY_NAMES as HA_PROPERTY_NAMES  # noqa: E402
 from pocketmq.ha.config import HAConfig  # noqa: E402
 from pocketmq.namesrv.config import NamesrvConfig  # noqa: E402
+from pocketmq.proxy.config import ProxyConfig  # noqa: E402
 from pocketmq.store.config import PROPERTY_NAMES as STORE_PROPERTY_NAMES  # noqa: E402
 from pocketmq.store.config import StoreConfig  # noqa: E402
 
@@ -202,6 +203,8 @@ def sections() -> tuple[Section, ...]:
                 keys_of(HAConfig, {k: (name, kind == "ms") for k, (name, kind) in HA_PROPERTY_NAMES.items()},
                         given=dataclasses.asdict(broker_ha))),
         Section("Name server", "`rmq-namesrv -c namesrv.properties`.", keys_of(NamesrvConfig, own_keys(NamesrvConfig))),
+        Section("gRPC proxy", "`rmq-proxy -c proxy.properties`, or a broker's `proxyConfigFile` (docs/grpc-proxy.md).",
+                keys_of(ProxyConfig, own_keys(ProxyConfig))),
     )
 
 

@@ -24,43 +24,54 @@ class ProxyConfig:
     #: PEM private key of the endpoint.
     tls_key_path: str = ""
     # --- limits of SendMessage (the Java proxy's defaults) ---
-    #: Largest message body accepted, bytes (clients learn it as ``publishing.max_body_size``).
-    max_message_size: int = 4 * 1024 * 1024
-    max_user_property_size: int = 16 * 1024
-    user_property_max_num: int = 128
-    max_message_group_size: int = 64
-    #: Farthest delivery time ahead, ms.
-    max_delay_time_mills: int = 24 * 3600 * 1000
-    max_transaction_recovery_second: int = 3600
+    #: Largest message body accepted (clients learn it as ``publishing.max_body_size``).
+    max_message_size: int = field(default=4 * 1024 * 1024, metadata={"unit": "bytes"})
+    #: Largest total of a message's user property names and values, tag and keys.
+    max_user_property_size: int = field(default=16 * 1024, metadata={"unit": "bytes"})
+    #: Most user properties one message may carry.
+    user_property_max_num: int = field(default=128, metadata={"unit": "count"})
+    #: A message group must be shorter than this.
+    max_message_group_size: int = field(default=64, metadata={"unit": "bytes"})
+    #: Farthest delivery time ahead.
+    max_delay_time_mills: int = field(default=24 * 3600 * 1000, metadata={"unit": "ms"})
+    #: Longest ``orphaned_transaction_recovery_duration`` a transactional message may ask for.
+    max_transaction_recovery_second: int = field(default=3600, metadata={"unit": "s"})
     #: Refuse a message whose type the topic's ``message.type`` attribute does not accept.
     enable_topic_message_type_check: bool = True
     # --- consumers ---
-    min_invisible_time_mills_for_recv: int = 10_000
-    max_invisible_time_mills: int = 12 * 3600 * 1000
-    #: Invisible time of a receive with ``auto_renew`` (push consumers), ms.
-    default_invisible_time_mills: int = 60_000
-    grpc_client_consumer_min_long_polling_timeout_millis: int = 5_000
-    grpc_client_consumer_max_long_polling_timeout_millis: int = 20_000
-    #: Time a receive keeps back from its deadline for the answer to travel, ms.
-    long_polling_reserve_time_in_millis: int = 100
-    #: Retry policy sent to producers: attempts and exponential back-off, ms.
-    grpc_client_producer_max_attempts: int = 3
-    grpc_client_producer_backoff_initial_millis: int = 10
-    grpc_client_producer_backoff_max_millis: int = 1000
-    grpc_client_producer_backoff_multiplier: int = 2
+    #: Shortest invisible time a receive may ask for.
+    min_invisible_time_mills_for_recv: int = field(default=10_000, metadata={"unit": "ms"})
+    #: Longest invisible time a receive or a change of invisible duration may ask for.
+    max_invisible_time_mills: int = field(default=12 * 3600 * 1000, metadata={"unit": "ms"})
+    #: Invisible time of a receive with ``auto_renew`` (push consumers).
+    default_invisible_time_mills: int = field(default=60_000, metadata={"unit": "ms"})
+    #: A receive long-polls at least this long (a shorter deadline is ILLEGAL_POLLING_TIME).
+    grpc_client_consumer_min_long_polling_timeout_millis: int = field(default=5_000, metadata={"unit": "ms"})
+    #: A receive long-polls at most this long (push consumers are told this as their long-polling timeout).
+    grpc_client_consumer_max_long_polling_timeout_millis: int = field(default=20_000, metadata={"unit": "ms"})
+    #: Time a receive keeps back from its deadline for the answer to travel.
+    long_polling_reserve_time_in_millis: int = field(default=100, metadata={"unit": "ms"})
+    #: Send attempts producers are told to make.
+    grpc_client_producer_max_attempts: int = field(default=3, metadata={"unit": "count"})
+    #: Producers' first back-off between attempts.
+    grpc_client_producer_backoff_initial_millis: int = field(default=10, metadata={"unit": "ms"})
+    #: Producers' longest back-off between attempts.
+    grpc_client_producer_backoff_max_millis: int = field(default=1000, metadata={"unit": "ms"})
+    #: Factor of producers' exponential back-off.
+    grpc_client_producer_backoff_multiplier: int = field(default=2, metadata={"unit": ""})
     #: Delivery attempts of a group no broker has a config for (a group's are its ``retryMaxTimes`` + 1).
-    default_max_delivery_attempts: int = 17
+    default_max_delivery_attempts: int = field(default=17, metadata={"unit": "count"})
     # --- clients ---
-    #: A client neither heard from this long is forgotten (its registration at the brokers too), ms.
-    grpc_client_idle_time_mills: int = 120_000
+    #: A client neither heard from this long nor connected by Telemetry is forgotten (at the brokers too).
+    grpc_client_idle_time_mills: int = field(default=120_000, metadata={"unit": "ms"})
     #: Clients tracked at once; more are refused with TOO_MANY_REQUESTS.
-    max_clients: int = 10_000
-    #: How often the proxy heartbeats the brokers on behalf of its clients, ms.
-    heartbeat_broker_interval_mills: int = 10_000
-    #: Timeout of one request to a broker, ms.
-    broker_request_timeout_mills: int = 3_000
-    #: Topic and group metadata (``message.type``, FIFO groups) is read again after this long, ms.
-    metadata_cache_ttl_mills: int = 20_000
+    max_clients: int = field(default=10_000, metadata={"unit": "count"})
+    #: How often the proxy heartbeats the brokers on behalf of its clients.
+    heartbeat_broker_interval_mills: int = field(default=10_000, metadata={"unit": "ms"})
+    #: Timeout of one request to a broker.
+    broker_request_timeout_mills: int = field(default=3_000, metadata={"unit": "ms"})
+    #: Topic and group metadata (``message.type``, FIFO groups) is read again after this long.
+    metadata_cache_ttl_mills: int = field(default=20_000, metadata={"unit": "ms"})
     # --- ACL ---
     #: Check each call's ``authorization`` (MQv2-HMAC-SHA1) against plain_acl.yml, as brokers do for remoting.
     acl_enable: bool = False
@@ -68,6 +79,7 @@ class ProxyConfig:
     plain_acl_file: str = ""
     #: Keys the proxy signs its own requests to brokers with (brokers with ``aclEnable=true``); empty: unsigned.
     proxy_access_key: str = ""
+    #: The secret key of ``proxyAccessKey``.
     proxy_secret_key: str = field(default="", repr=False)
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics endpoint.

@@ -1,45 +1,22 @@
-"""The official RocketMQ 5 Python client (``rocketmq-python-client==5.1.2``), unmodified, in a virtual environment of
-its own: it installs a top-level ``rocketmq`` package, as the C++ binding ``rocketmq==0.4.4`` of the dev extra does,
-so the two never share an environment. The environment is made once under ``.cache/`` in the checkout (git-ignored)
-and reused while its marker names the same package; :func:`run` runs a scenario of ``official_client.py`` in it, in a
-subprocess under a hard timeout, with ``HOME`` in the test's directory (the client writes its logs under it)."""
+"""The official RocketMQ 5 Python client, unmodified, in the environment of its own that
+:func:`pocketmq.bench.official_client.official_python` makes once under ``.cache/`` (never beside the C++ binding
+``rocketmq==0.4.4`` of the dev extra, which has the same top-level package name); :func:`run` runs a scenario of
+``official_client.py`` in it, in a subprocess under a hard timeout, with ``HOME`` in the test's directory (the client
+writes its logs under it)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
-import subprocess
 import sys
-import venv
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = "rocketmq-python-client==5.1.2"
-VENV = ROOT / ".cache" / "rocketmq5-venv"
-MARKER = VENV / "installed.txt"
+from pocketmq.bench.official_client import official_python
+
 SCRIPT = Path(__file__).resolve().parent / "official_client.py"
-INSTALL_TIMEOUT = 600.0
-
-
-def official_python() -> Path:
-    """The interpreter of the official client's environment, made (under a file lock) when missing."""
-    python = VENV / "bin" / "python"
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(VENV.parent / "rocketmq5-venv.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if MARKER.is_file() and MARKER.read_text().strip() == PACKAGE and python.is_file():
-            return python
-        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", PACKAGE],
-                              capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"installing {PACKAGE} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-        MARKER.write_text(PACKAGE + "\n")
-    return python
 
 
 class ClientFailed(AssertionError):
