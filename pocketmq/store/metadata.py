@@ -314,8 +314,9 @@ class SubscriptionGroupConfig:
     )
 
     def to_json(self) -> dict[str, Any]:
-        """fastjson form (sorted keys)."""
-        return dict(sorted((name, getattr(self, attr)) for attr, name, _t in self._FIELDS))
+        """fastjson form (sorted keys); ``consumeMessageOrderly`` only when set, so 4.x readers see the 4.x form."""
+        return dict(sorted((name, getattr(self, attr)) for attr, name, _t in self._FIELDS
+                           if attr != "consume_message_orderly" or self.consume_message_orderly))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SubscriptionGroupConfig:
