@@ -136,7 +136,7 @@ class Backend:
         credentials = (SessionCredentials(config.proxy_access_key, config.proxy_secret_key)
                        if config.proxy_access_key else None)
         self.client = ClientConfig(namesrv_addrs=tuple(a for a in config.namesrv_addr.split(";") if a),
-                                   client_id=client_id, serialize_type=SerializeType.JSON,
+                                   client_id=client_id, serialize_type=SerializeType.MSGPACK,
                                    credentials=credentials)
         self.instance = MQClientInstance(self.client)
         self.timeout = config.broker_request_timeout_mills / 1000
