@@ -18,6 +18,8 @@ WORKLOADS = {
     "tx": ("pocketmq.bench.tx_bench", "transactional sends beside plain ones, and the latency a commit adds"),
     "spark": ("pocketmq.bench.spark_bench",
               "Spark commit-log reader rows/s beside a plain Python scan, and the job end to end"),
+    "pop-timer": ("pocketmq.bench.pop_timer_bench",
+                  "RocketMQ 5: POP receive+ack beside the push consumer (W4), timer lateness, RSS of pending timers"),
     "grpc": ("pocketmq.bench.grpc_bench",
              "the gRPC proxy driven by the official RocketMQ 5 client: lone-send latency beside remoting, CPU/msg"),
     "compare": ("pocketmq.bench.compare.cli",

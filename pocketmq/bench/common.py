@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -13,10 +14,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import structlog
+import uvloop
 
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
@@ -190,3 +194,23 @@ async def wait_for_route(producer: Producer, topic: str, timeout: float = 30.0) 
                 return
         await asyncio.sleep(0.2)
     raise RuntimeError(f"no route for {topic}")
+
+
+def quiet_logs() -> None:
+    """Only errors from the SDK and the store in a benchmark's output."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+
+
+def run_bench(args: argparse.Namespace, name: str,
+              bench: Callable[[str, Child | None], Coroutine[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
+    """``bench(namesrv, broker)`` on uvloop against ``--namesrv`` or our own :func:`local_cluster` (``broker`` is
+    None with ``--namesrv``), this process pinned with ``--pin``; returns its summary."""
+    with contextlib.ExitStack() as stack:
+        if args.namesrv:
+            namesrv, broker = args.namesrv, None
+        else:
+            cluster = stack.enter_context(local_cluster(args, name))
+            namesrv, broker = cluster.namesrv, cluster.broker
+        if args.pin:
+            pin_self()
+        return uvloop.run(bench(namesrv, broker))

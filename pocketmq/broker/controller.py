@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import shutil
 import struct
+import time
 
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
@@ -474,6 +475,10 @@ class BrokerController:
         info = {**self._ha_runtime_info(), "compiledBuild": compiled.ACTIVE}
         if self.transactions is not None:
             info.update(self.transactions.runtime_info())
+        if self.pop is not None:
+            info.update(self.pop.runtime_info())
+        if self.timer is not None:
+            info.update(self.timer.runtime_info())
         return info
 
     def _ha_runtime_info(self) -> dict[str, str]:
@@ -547,6 +552,23 @@ class BrokerController:
         m.gauge("pocketmq_transaction_messages", "Transactional messages since start: half messages stored, "
                 "committed, rolled back, checked back, discarded", ["kind"],
                 lambda: self.transactions.counters.samples() if self.transactions else [])
+        self._define_pop_timer_metrics(m)
+
+    def _define_pop_timer_metrics(self, m: Metrics) -> None:
+        """POP in flight per group, its revive backlog and counters; pending timers, their lateness."""
+        m.gauge("pocketmq_pop_inflight_messages", "Messages popped and not acked or revived yet, by group", ["group"],
+                lambda: [((g,), n) for g, n in self.pop.state.inflight_by_group.items()] if self.pop else [])
+        m.gauge("pocketmq_pop_revive_backlog", "POP messages past their invisible time, not revived yet", [],
+                lambda: [((), self.pop.state.expired_count(int(time.time() * 1000)))] if self.pop else [])
+        m.gauge("pocketmq_pop_messages", "POP messages since start: popped, acked, revived, dead_lettered, changed",
+                ["kind"], lambda: [((k,), n) for k, n in self.pop.counters.items()] if self.pop else [])
+        m.gauge("pocketmq_timer_pending", "Timer messages waiting to be delivered", [],
+                lambda: [((), self.timer.wheel.pending)] if self.timer else [])
+        m.gauge("pocketmq_timer_fired", "Timer messages delivered since start", [],
+                lambda: [((), self.timer.fired)] if self.timer else [])
+        m.gauge("pocketmq_timer_lateness_ms", "Lateness of recent timer deliveries (stored minus due, ms)",
+                ["quantile"], lambda: list(((q,), v) for q, v in self.timer.lateness_percentiles().items())
+                if self.timer else [])
 
     def _offset_samples(self) -> list[tuple[tuple[str, ...], float]]:
         if self.store is None:

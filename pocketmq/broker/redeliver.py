@@ -25,12 +25,13 @@ def stored_message(store: MessageStore, topic: str, queue_id: int, offset: int) 
     return store.look_message_by_offset(unit[0], unit[1])
 
 
-def redelivered(record: MessageRecord, *, topic: str, queue_id: int, properties: Mapping[str, str],
+def redelivered(record: MessageRecord, *, topic: str, queue_id: int, properties: Mapping[str, str] | str,
                 reconsume_times: int) -> MessageExtBrokerInner:
-    """``record`` as a new message of ``topic``/``queue_id`` with ``properties``."""
+    """``record`` as a new message of ``topic``/``queue_id`` with ``properties`` (a dict, or the string itself)."""
     return MessageExtBrokerInner(
         topic=topic, body=bytes(record.body), queue_id=queue_id, flag=record.flag,
-        properties=encode_properties(properties), sys_flag=record.sys_flag, born_timestamp=record.born_timestamp,
+        properties=properties if isinstance(properties, str) else encode_properties(properties),
+        sys_flag=record.sys_flag, born_timestamp=record.born_timestamp,
         born_host=bytes(record.born_host), reconsume_times=reconsume_times,
     )
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pocketmq.broker.redeliver import redelivered, stored_message
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.common.logs import get_logger
-from pocketmq.common.message import MessageConst, parse_properties
+from pocketmq.common.message import MessageConst, encode_properties, parse_properties
 from pocketmq.common.record import MessageRecord, parse_host_port
 from pocketmq.common.service import PeriodicService
 from pocketmq.common.topic import RMQ_SYS_WHEEL_TIMER_TOPIC
@@ -252,12 +252,19 @@ class TimerMessageService(PeriodicService):
                 self._retry.append((now + _RETRY_AFTER_MS, deliver, offset))
 
     def _real_message(self, record: MessageRecord, now: int) -> MessageExtBrokerInner:
-        props = parse_properties(record.properties)
-        topic = props.pop(_REAL_TOPIC, record.topic)
-        queue_id = int(props.pop(_REAL_QID, "0") or 0)
-        props[MessageConst.PROPERTY_TIMER_ENQUEUE_MS] = str(record.store_timestamp)
-        props[MessageConst.PROPERTY_TIMER_DEQUEUE_MS] = str(now)
-        return redelivered(record, topic=topic, queue_id=queue_id, properties=props,
+        """The timer message back on its real topic and queue, without REAL_TOPIC/REAL_QID, with the times."""
+        text = record.properties
+        head, sep, tail = text.rpartition("\x02" + _REAL_TOPIC + "\x01")
+        topic, _, qid_item = tail.partition("\x02")
+        if sep and qid_item.startswith(_REAL_QID + "\x01") and "\x02" not in qid_item:
+            queue_id = int(qid_item[len(_REAL_QID) + 1:] or 0)  # what the store appended, last: cut it off
+        else:  # someone else's layout: parse it all
+            props = parse_properties(text)
+            topic, queue_id = props.pop(_REAL_TOPIC, record.topic), int(props.pop(_REAL_QID, "0") or 0)
+            head = encode_properties(props)
+        properties = (f"{head}\x02{MessageConst.PROPERTY_TIMER_ENQUEUE_MS}\x01{record.store_timestamp}"
+                      f"\x02{MessageConst.PROPERTY_TIMER_DEQUEUE_MS}\x01{now}")
+        return redelivered(record, topic=topic, queue_id=queue_id, properties=properties,
                            reconsume_times=record.reconsume_times)
 
     def _record_at(self, topic: str, offset: int) -> MessageRecord | None:
@@ -297,3 +304,13 @@ class TimerMessageService(PeriodicService):
             return float(ordered[min(len(ordered) - 1, int(quantile * len(ordered)))])
 
         return {"p50": pick(0.5), "p99": pick(0.99), "max": float(ordered[-1])}
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO keys: pending timers, how far the oldest one is overdue, fires since start, and
+        the recent lateness percentiles (ms)."""
+        due = self.wheel.min_due()
+        info = {"timerPending": str(self.wheel.pending + len(self._retry)), "timerFired": str(self.fired),
+                "timerOverdueMs": str(max(0, now_ms() - due) if due is not None else 0)}
+        info.update({f"timerLateness{name.title()}Ms": f"{value:.0f}"
+                     for name, value in self.lateness_percentiles().items()})
+        return info

@@ -15,6 +15,10 @@
 * :func:`check_availability` — per fault, the longest time without a SEND_OK while it lasted, and how long
   after it healed the first SEND_OK came; the longest gap of the whole run.
 * :func:`check_latency` — end-to-end latency (send start to first delivery) percentiles per time bucket.
+* :func:`check_pop` — acknowledged ids the POP consumer group never received (lost to it), and how many
+  deliveries were repeats (a message whose ack a crash lost, or whose invisible time ran out, comes back).
+* :func:`check_timers` — acknowledged timer messages never delivered (lost), delivered before their due time
+  (early), and the lateness percentiles of the rest (stored in their topic minus due, ms).
 
 Positions are read from the master when it could be read and from the slave otherwise.
 """
@@ -39,7 +43,7 @@ from pocketmq.chaos.events import (
 )
 
 __all__ = ["check_all", "check_availability", "check_consistency", "check_delivery", "check_duplicates",
-           "check_latency", "check_loss", "check_order", "percentile"]
+           "check_latency", "check_loss", "check_order", "check_pop", "check_timers", "percentile"]
 
 #: How many example ids a checker lists (the counts are complete).
 EXAMPLES = 5
@@ -276,9 +280,42 @@ def faults_by_kind(faults: Iterable[FaultEvent]) -> dict[str, dict[str, int]]:
     return dict(out)
 
 
+def check_pop(history: History) -> dict[str, Any]:
+    if not history.pop_deliveries:
+        return {"enabled": False, "delivered": 0, "lost": 0, "lost_examples": [], "extra_deliveries": 0,
+                "redelivered": 0}
+    acked = {s.msg_id for s in history.sends if s.status == SEND_OK}
+    counts: dict[str, int] = defaultdict(int)
+    for d in history.pop_deliveries:
+        counts[d.msg_id] += 1
+    lost = acked - set(counts)
+    return {"enabled": True, "delivered": len(counts), "lost": len(lost), "lost_examples": _examples(lost),
+            "extra_deliveries": sum(n - 1 for n in counts.values()),
+            "redelivered": sum(1 for d in history.pop_deliveries if d.reconsume_times > 0)}
+
+
+def check_timers(history: History) -> dict[str, Any]:
+    acked = {s.msg_id: s for s in history.timer_sends if s.status == SEND_OK}
+    first: dict[str, int] = {}
+    early: set[str] = set()
+    for d in history.timer_deliveries:
+        if d.lateness_ms < 0:
+            early.add(d.msg_id)
+        if d.msg_id not in first or d.stored_ms < first[d.msg_id]:
+            first[d.msg_id] = d.stored_ms
+    late = sorted(float(first[i] - acked[i].due_ms) for i in first if i in acked)
+    lost = set(acked) - set(first)
+    return {"sent": len(history.timer_sends), "acknowledged": len(acked), "delivered": len(first),
+            "lost": len(lost), "lost_examples": _examples(lost), "early": len(early), "early_examples":
+            _examples(early), "duplicates": len(history.timer_deliveries) - len(first),
+            "late_p50_ms": percentile(late, 50), "late_p99_ms": percentile(late, 99),
+            "late_max_ms": late[-1] if late else 0.0}
+
+
 def check_all(history: History) -> dict[str, Any]:
     return {"loss": check_loss(history), "duplicates": check_duplicates(history),
             "delivery": check_delivery(history), "consistency": check_consistency(history),
             "order": check_order(history), "availability": check_availability(history),
             "latency": check_latency(history), "faults": faults_by_kind(history.faults),
+            "pop": check_pop(history), "timers": check_timers(history),
             "skipped_faults": sorted({f"{f.kind}: {f.skipped}" for f in history.faults if f.skipped})}

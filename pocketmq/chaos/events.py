@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["STORED_NOT_OK", "Delivery", "FaultEvent", "History", "SendEvent", "StoredRecord", "parse_id"]
+__all__ = ["STORED_NOT_OK", "Delivery", "FaultEvent", "History", "PopDelivery", "SendEvent", "StoredRecord",
+           "TimerDelivery", "TimerSend", "parse_id"]
 
 SEND_OK = "SEND_OK"
 #: Statuses of a put stored on the master whose flush or replication wait did not succeed.
@@ -94,6 +95,39 @@ class StoredRecord:
     msg_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class PopDelivery:
+    """One message a POP consumer received (and then acked): its reconsume times say it came back."""
+
+    at: float
+    consumer: str
+    msg_id: str
+    reconsume_times: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSend:
+    """One timer message sent: due at ``due_ms`` (epoch ms, the producer's clock: same host as the brokers)."""
+
+    msg_id: str
+    start: float
+    due_ms: int
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class TimerDelivery:
+    """One timer message delivered: ``stored_ms`` is when its broker stored it in its real topic (fired)."""
+
+    msg_id: str
+    due_ms: int
+    stored_ms: int
+
+    @property
+    def lateness_ms(self) -> int:
+        return self.stored_ms - self.due_ms
+
+
 @dataclass(slots=True)
 class History:
     """Everything the checkers look at."""
@@ -105,14 +139,22 @@ class History:
     #: member name -> why it could not be read (a member that could not be read hides nothing silently).
     unread: dict[str, str] = field(default_factory=dict)
     duration: float = 0.0
+    #: the POP consumer group's deliveries of the same topic (RocketMQ 5)
+    pop_deliveries: list[PopDelivery] = field(default_factory=list)
+    #: the timer workload (RocketMQ 5)
+    timer_sends: list[TimerSend] = field(default_factory=list)
+    timer_deliveries: list[TimerDelivery] = field(default_factory=list)
 
     def dump_lines(self) -> Iterator[str]:
         """The whole history as JSON lines (``{"sends": {...}}`` ...), for a look after the run."""
         for name, items in (("fault", self.faults), ("send", self.sends), ("delivery", self.deliveries),
-                            ("stored", self.stored)):
+                            ("stored", self.stored), ("pop_delivery", self.pop_deliveries),
+                            ("timer_send", self.timer_sends), ("timer_delivery", self.timer_deliveries)):
             for item in items:
                 yield json.dumps({name: asdict(item)}, separators=(",", ":"))
 
     def to_json(self) -> dict[str, Any]:
         return {"duration": self.duration, "faults": [asdict(f) for f in self.faults], "unread": self.unread,
-                "sends": len(self.sends), "deliveries": len(self.deliveries), "stored": len(self.stored)}
+                "sends": len(self.sends), "deliveries": len(self.deliveries), "stored": len(self.stored),
+                "pop_deliveries": len(self.pop_deliveries), "timer_sends": len(self.timer_sends),
+                "timer_deliveries": len(self.timer_deliveries)}

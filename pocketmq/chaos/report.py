@@ -29,7 +29,29 @@ def verdict(results: dict[str, Any], *, no_loss_promised: bool) -> list[str]:
     inconsistent = results["consistency"]["inconsistent"]
     if inconsistent:
         problems.append(f"{inconsistent} inconsistent offsets")
+    pop, timers = results.get("pop", {}), results.get("timers", {})
+    if pop.get("lost") and no_loss_promised:
+        problems.append(f"{pop['lost']} acknowledged messages never received by the POP consumer group")
+    if timers.get("lost") and no_loss_promised:
+        problems.append(f"{timers['lost']} acknowledged timer messages never delivered")
+    if timers.get("early"):
+        problems.append(f"{timers['early']} timer messages delivered before their time")
     return problems
+
+
+def _rocketmq5_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The POP group's and the timer workload's lines (none when they did not run)."""
+    rows = []
+    pop, timers = r.get("pop", {}), r.get("timers", {})
+    if pop.get("enabled"):
+        rows += [("POP: received / lost", f"{pop['delivered']} / {pop['lost']}"),
+                 ("POP: repeat deliveries", f"{pop['extra_deliveries']} ({pop['redelivered']} revived)")]
+    if timers.get("sent"):
+        rows += [("timers: acknowledged / delivered", f"{timers['acknowledged']} / {timers['delivered']}"),
+                 ("timers: lost / early", f"{timers['lost']} / {timers['early']}"),
+                 ("timers: late p50 / p99 / max", f"{timers['late_p50_ms']:.0f} / {timers['late_p99_ms']:.0f} / "
+                                                   f"{timers['late_max_ms']:.0f} ms")]
+    return rows
 
 
 def render_table(summary: dict[str, Any]) -> str:
@@ -57,6 +79,7 @@ def render_table(summary: dict[str, Any]) -> str:
         ("reordered (log / delivery)", f"{order['log_reordered_queues']} / {order['delivery_backwards']}"),
         ("longest gap without SEND_OK", f"{avail['longest_gap_s']:.1f} s"),
         ("e2e latency p50 / p99 / max", f"{lat['p50_ms']:.0f} / {lat['p99_ms']:.0f} / {lat['max_ms']:.0f} ms"),
+        *_rocketmq5_rows(r),
     ]
     for key, text in (("drained", "consumers did not catch up within --drain"),
                       ("consumers_stopped", "consumer shutdown hung (abandoned)")):

@@ -4,6 +4,8 @@
    small commit-log files; the name servers keep their ports across restarts); with root and ``ip`` one broker
    (``--partition-broker``) runs in a network namespace of its own.
 2. The topic gets ``--queues`` queues on every master and slave; the consumer group starts, then the producers.
+   A POP consumer group (``--pop-consumers``) reads the same topic, and a timer workload (``--timer-rate``) sends
+   timer messages to ``ChaosTimer`` (:mod:`pocketmq.chaos.rocketmq5`).
 3. After ``--warmup`` seconds the nemesis injects faults until ``--duration``; then every fault is healed, the
    producers go on for ``--tail`` seconds (to measure the recovery), stop, and the consumers drain.
 4. Every queue of every member is read back (:mod:`pocketmq.chaos.reader`), the checkers run, and the JSON, the table
@@ -33,10 +35,11 @@ from pocketmq.admin.api import AdminClient, AdminError
 from pocketmq.admin.cluster import ClusterError
 from pocketmq.chaos.checkers import check_all
 from pocketmq.chaos.control import PROMISES, ChaosCluster, NetLink, netns_unavailable, promise
-from pocketmq.chaos.events import History
+from pocketmq.chaos.events import History, PopDelivery, TimerDelivery, TimerSend
 from pocketmq.chaos.nemesis import KINDS, Nemesis, NemesisConfig
 from pocketmq.chaos.reader import read_all
 from pocketmq.chaos.report import render_svg, render_table, verdict
+from pocketmq.chaos.rocketmq5 import TIMER_TOPIC, PopGroup, TimerWorkload
 from pocketmq.chaos.workload import Workload, WorkloadConfig
 from pocketmq.common.logs import configure_logging
 
@@ -82,6 +85,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=50.0, help="sends per second per producer")
     p.add_argument("--consumers", type=int, default=2)
     p.add_argument("--queues", type=int, default=4, help="queues of the topic per broker group")
+    p.add_argument("--pop-consumers", type=int, default=1,
+                   help="SimpleConsumers of a POP group on the topic, beside the push group (0: none)")
+    p.add_argument("--timer-rate", type=float, default=5.0,
+                   help="timer messages per second, due 1 to 4 s later, to ChaosTimer (0: none)")
     p.add_argument("--auto-batch", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--send-timeout", type=float, default=3.0)
     p.add_argument("--partition-broker", default="broker-b", help="the broker process run in a namespace")
@@ -108,12 +115,12 @@ def pin_namesrv_ports(cluster: ChaosCluster) -> None:
             args[args.index("--port") + 1] = child.addr.rsplit(":", 1)[1]
 
 
-async def create_topic(cluster: ChaosCluster, queues: int) -> None:
+async def create_topic(cluster: ChaosCluster, queues: int, topic: str = TOPIC) -> None:
     async with AdminClient(cluster.namesrv_addrs) as admin:
-        await admin.update_topic(TOPIC, read_queues=queues, write_queues=queues)
+        await admin.update_topic(topic, read_queues=queues, write_queues=queues)
         for child in cluster.brokers():
             if child.spec.role == "SLAVE":
-                await admin.update_topic(TOPIC, read_queues=queues, write_queues=queues, broker_addr=child.addr)
+                await admin.update_topic(topic, read_queues=queues, write_queues=queues, broker_addr=child.addr)
 
 
 async def settle(cluster: ChaosCluster) -> str:
@@ -200,6 +207,8 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
                       durable_record=durable_record)
     if why_no_netns and why_no_netns != "not asked for":
         say(f"partition and netem faults skipped: {why_no_netns}")
+    extras = RocketMQ5Extras(args, cluster, t0)
+    await extras.start(args.duration + args.tail + SETTLE_TIMEOUT * 2 + 60)
     await workload.start_consumers()
     await workload.start_producers(args.duration + args.tail + SETTLE_TIMEOUT * 2 + 60)
     await asyncio.sleep(args.warmup)
@@ -212,13 +221,16 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
     with contextlib.suppress(TimeoutError):
         await asyncio.sleep(max(0.0, args.tail - (workload.now() - healed_at)))
     await workload.stop_producers()
+    await extras.stop_producers()
     say(f"sending stopped at {workload.now():.1f}s; draining")
     drained = await workload.drain(args.drain)
+    drained = await extras.drain(workload, args.drain) and drained
     members = [(c.spec.broker_name, c.spec.name, c.spec.role != "SLAVE", c.addr) for c in cluster.brokers()]
     stored, unread = await read_all(members, TOPIC, args.queues)
     history = History(list(workload.sends), list(workload.deliveries), nemesis.faults, stored, unread,
-                      workload.now())
+                      workload.now(), *extras.events())
     consumers_stopped = await workload.stop_consumers(CONSUMER_STOP_TIMEOUT)
+    consumers_stopped = await extras.stop_consumers(CONSUMER_STOP_TIMEOUT) and consumers_stopped
     if not consumers_stopped:
         say(f"!! the consumers did not shut down within {CONSUMER_STOP_TIMEOUT:.0f} s")
     results = check_all(history)
@@ -229,7 +241,8 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
         "overlap": args.overlap, "auto_batch": args.auto_batch, "promise": f"{kind}: {PROMISES[kind]}",
         "no_loss_promised": no_loss, "drained": drained, "unsettled_after_heal": unsettled,
         "consumers_stopped": consumers_stopped,
-        "dropped_events": workload.dropped_events, "history": history.to_json(), "results": results,
+        "dropped_events": workload.dropped_events + extras.dropped_events, "history": history.to_json(),
+        "results": results,
     }
     summary["problems"] = verdict(results, no_loss_promised=no_loss)
     table = render_table(summary)
@@ -244,6 +257,55 @@ async def _run_cluster(args: argparse.Namespace, cluster: ChaosCluster, why_no_n
         say(f"!! members not read: {unread}")
     say(f"results in {out}/result.json, {out}/table.txt, {out}/timeline.svg")
     return 1 if summary["problems"] else 0
+
+
+class RocketMQ5Extras:
+    """The POP consumer group and the timer workload of a run (:mod:`pocketmq.chaos.rocketmq5`), when asked for."""
+
+    def __init__(self, args: argparse.Namespace, cluster: ChaosCluster, t0: float) -> None:
+        self.cluster = cluster
+        self.queues = args.queues
+        self.pop = PopGroup(cluster.namesrv_addr, TOPIC, args.pop_consumers, t0) if args.pop_consumers > 0 else None
+        self.timers = (TimerWorkload(cluster.namesrv_addr, args.timer_rate, t0, seed=args.seed,
+                                     send_timeout=args.send_timeout) if args.timer_rate > 0 else None)
+
+    async def start(self, max_seconds: float) -> None:
+        if self.pop is not None:
+            await self.pop.start()
+        if self.timers is not None:
+            await create_topic(self.cluster, self.queues, TIMER_TOPIC)
+            await self.timers.start_consumer()
+            await self.timers.start_producer(max_seconds)
+
+    async def stop_producers(self) -> None:
+        if self.timers is not None:
+            await self.timers.stop_producer()
+
+    async def drain(self, workload: Workload, timeout: float) -> bool:
+        """Until the POP group has every acknowledged id and every acknowledged timer fired (or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        drained = True
+        if self.pop is not None:
+            drained = await self.pop.drain({s.msg_id for s in workload.sends if s.ok}, timeout)
+        if self.timers is not None:
+            return await self.timers.drain(max(0.0, deadline - time.monotonic())) and drained
+        return drained
+
+    def events(self) -> tuple[list[PopDelivery], list[TimerSend], list[TimerDelivery]]:
+        return (list(self.pop.deliveries) if self.pop else [], list(self.timers.sends) if self.timers else [],
+                list(self.timers.deliveries) if self.timers else [])
+
+    async def stop_consumers(self, timeout: float) -> bool:
+        stopped = True
+        if self.pop is not None:
+            stopped = await self.pop.stop(timeout)
+        if self.timers is not None:
+            await self.timers.stop_consumer()
+        return stopped
+
+    @property
+    def dropped_events(self) -> int:
+        return (self.pop.dropped_events if self.pop else 0) + (self.timers.dropped_events if self.timers else 0)
 
 
 def main(argv: list[str] | None = None) -> int:

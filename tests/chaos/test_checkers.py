@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import replace
+from typing import Any
 
 from pocketmq.chaos.checkers import (
     check_all,
@@ -196,3 +197,38 @@ def test_an_unacknowledged_write_a_power_loss_dropped_is_not_an_inconsistency_wh
     assert c["delivered_then_dropped"] == 1 and c["inconsistent"] == 0
     h.sends[-1] = SendEvent("p0-s0-6", 6.0, 6.01, "SEND_OK", "broker-a", 0, 6)
     assert check_consistency(h)["inconsistent"] == 1
+
+
+def test_pop_group_losses_and_repeats() -> None:
+    from pocketmq.chaos.checkers import check_pop
+    from pocketmq.chaos.events import PopDelivery
+
+    sends = [SendEvent(f"p0-s0-{i}", 0, 0.1, "SEND_OK") for i in range(4)] + [SendEvent("p0-s0-9", 0, 0.1, "FAILED")]
+    h = History(sends=sends, pop_deliveries=[
+        PopDelivery(1, "pop0", "p0-s0-0", 0), PopDelivery(2, "pop0", "p0-s0-1", 0),
+        PopDelivery(8, "pop1", "p0-s0-1", 1), PopDelivery(3, "pop1", "p0-s0-2", 0)])
+    r = check_pop(h)
+    assert (r["delivered"], r["lost"], r["lost_examples"]) == (3, 1, ["p0-s0-3"])
+    assert (r["extra_deliveries"], r["redelivered"]) == (1, 1)
+    assert check_pop(History(sends=sends))["enabled"] is False
+    assert any("POP" in p for p in verdict({**_clean_results(), "pop": r}, no_loss_promised=True))
+
+
+def test_timers_lost_early_and_late() -> None:
+    from pocketmq.chaos.checkers import check_timers
+    from pocketmq.chaos.events import TimerDelivery, TimerSend
+
+    h = History(timer_sends=[TimerSend("t-0", 0, 1000, "SEND_OK"), TimerSend("t-1", 0, 2000, "SEND_OK"),
+                             TimerSend("t-2", 0, 3000, "SEND_OK"), TimerSend("t-3", 0, 4000, "FAILED")],
+                timer_deliveries=[TimerDelivery("t-0", 1000, 1040), TimerDelivery("t-0", 1000, 1500),
+                                  TimerDelivery("t-1", 2000, 1990)])
+    r = check_timers(h)
+    assert (r["acknowledged"], r["delivered"], r["lost"], r["lost_examples"]) == (3, 2, 1, ["t-2"])
+    assert (r["early"], r["early_examples"], r["duplicates"]) == (1, ["t-1"], 1)
+    assert r["late_max_ms"] == 40.0 and percentile([-10.0, 40.0], 50) == r["late_p50_ms"]
+    problems = verdict({**_clean_results(), "timers": r}, no_loss_promised=False)
+    assert problems == ["1 timer messages delivered before their time"]  # early is a failure whatever the promise
+
+
+def _clean_results() -> dict[str, Any]:
+    return {"loss": {"lost": 0}, "consistency": {"inconsistent": 0}}

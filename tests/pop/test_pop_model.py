@@ -169,3 +169,23 @@ def test_snapshot_starts_replay_at_the_oldest_live_check_point() -> None:
     state.settle(a, 0)
     snap = state.snapshot([9, 4], 0)
     assert snap.revive_offsets == [6, 4] and snap.pop_offsets == {("T", "G", 0): 2}
+
+
+def test_message_group_hash_is_guavas_consistent_hash() -> None:
+    from pocketmq.client.core.message import MessageQueue
+    from pocketmq.client.producer.message_group import consistent_hash, message_group_queue
+    from pocketmq.common.message import java_hash
+
+    # Guava's HashingTest golden values (the C++ jump hash agrees with them).
+    assert [consistent_hash(i, 100) for i in range(20)] == [0, 55, 62, 8, 45, 59, 86, 97, 82, 59, 73, 37, 17, 56, 86,
+                                                            21, 90, 37, 38, 83]
+    assert consistent_hash(10863919174838991, 11) == 6
+    assert consistent_hash(2016238256797177309, 11) == 3
+    assert consistent_hash(1673758223894951030, 11) == 5
+    assert (consistent_hash(2, 100001), consistent_hash(2201, 100001), consistent_hash(2202, 100001)) == (
+        80343, 22152, 15018)
+    # A negative String.hashCode() is sign-extended, as Java widens an int to a long.
+    assert java_hash("order-7") < 0
+    queues = [MessageQueue("T", b, q) for b in ("broker-b", "broker-a") for q in range(4)]
+    picked = message_group_queue(queues, "order-7")
+    assert picked == sorted(queues)[consistent_hash(java_hash("order-7"), 8)]

@@ -578,3 +578,15 @@ class PopService:
             if self._backlog(name, group, q) > 0:
                 return True
         return False
+
+    # -- views --------------------------------------------------------------------------------------------
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO keys: messages in flight (in all, per group), the revive backlog (expired, not
+        revived yet), and the counters since start."""
+        by_group = self.state.inflight_by_group
+        info = {"popInflight": str(sum(by_group.values())),
+                "popInflightByGroup": ";".join(f"{g}={n}" for g, n in sorted(by_group.items())),
+                "popReviveBacklog": str(self.state.expired_count(now_ms()))}
+        info.update({f"popMessages{name.title().replace('_', '')}": str(n) for name, n in self.counters.items()})
+        return info

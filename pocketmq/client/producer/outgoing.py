@@ -38,6 +38,9 @@ _BATCH_HEADER_PROPERTIES = encode_properties({MessageConst.PROPERTY_WAIT_STORE_M
 
 _WAIT = MessageConst.PROPERTY_WAIT_STORE_MSG_OK
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+_TIMER_DELIVER = MessageConst.PROPERTY_TIMER_DELIVER_MS
+_TIMER_DELAY = MessageConst.PROPERTY_TIMER_DELAY_MS
+_TIMER_DELAY_SEC = MessageConst.PROPERTY_TIMER_DELAY_SEC
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _TRUE = "true"
 #: The properties string of ``{WAIT: true, UNIQ_KEY: id}`` up to the id (the usual message's).
@@ -90,7 +93,7 @@ class Outgoing:
         self.msg_id = msg_id
         self.retry_fields = retry_fields
         #: May travel inside a coalesced SEND_BATCH_MESSAGE (RocketMQ's batch rules: no compression, delay,
-        #: retry topic or WAIT=false).
+        #: retry topic or WAIT=false; and no timer, which a batch cannot carry).
         self.batchable = batchable
 
 
@@ -177,7 +180,8 @@ class MessagePreparer:
             retry_fields = (props.get(MessageConst.PROPERTY_RECONSUME_TIME),
                             props.get(MessageConst.PROPERTY_MAX_RECONSUME_TIMES))
         batchable = (not sys_flag and retry_fields is None and _DELAY not in props
-                     and props.get(_WAIT) != "false" and size <= self.auto_batch_max_bytes)
+                     and props.get(_WAIT) != "false" and size <= self.auto_batch_max_bytes
+                     and _TIMER_DELIVER not in props and _TIMER_DELAY not in props and _TIMER_DELAY_SEC not in props)
         return Outgoing(state.topic, state.template, body, sys_flag, msg.flag, properties, msg_id, retry_fields,
                         batchable)
 
