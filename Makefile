@@ -10,7 +10,7 @@ ifeq ($(PURE),1)
 export POCKETMQ_PURE_PYTHON := 1
 endif
 
-.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs dist test-installed
+.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs dist test-installed install-chromium console bench-console
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -40,7 +40,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) compiled
+pytest: $(STAMP) compiled install-chromium
 	$(BIN)/pytest -q
 
 # The byte-exact codec tests and the compiled-build check from the plain sources (CI runs them beside `test`).
@@ -77,6 +77,19 @@ install-peers:
 
 bench-compare: $(STAMP) install-peers
 	$(BIN)/rmq-bench compare
+
+# Debian's chromium for the console's browser tests (tests/console/test_browser.py drives it with Playwright, whose
+# own browser download cannot work on these machines); kept when already installed.
+install-chromium:
+	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+
+# The console on a local name server (rmq-console --with-namesrv); add users with `rmq-console adduser`.
+console: $(STAMP)
+	$(BIN)/rmq-console --with-namesrv --namesrv-port $${PORT:-9876} --port $${CONSOLE_PORT:-8080} \
+		--users-file $${USERS_FILE:-console-users}
+
+bench-console: $(STAMP) install-chromium
+	$(BIN)/rmq-bench console
 
 bench-store: $(STAMP)
 	$(BIN)/rmq-bench store

@@ -7,9 +7,11 @@ Every call has a timeout; a non-SUCCESS answer raises :class:`AdminError` with t
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from pocketmq.common.topic_config import TopicConfig
 from pocketmq.remoting import fastjson
 from pocketmq.remoting import route as rd
 from pocketmq.remoting.acl import SessionCredentials
@@ -28,7 +30,7 @@ from pocketmq.remoting.headers import (
     TopicQueueRequestHeader,
 )
 
-__all__ = ["AdminClient", "AdminError", "BrokerInfo", "QueueStatus", "split_namesrv"]
+__all__ = ["AdminClient", "AdminError", "BrokerInfo", "QueueStatus", "queue_lag", "split_namesrv"]
 
 
 class AdminError(Exception):
@@ -51,6 +53,13 @@ class QueueStatus:
     queue_id: int
     min_offset: int
     max_offset: int
+
+
+def queue_lag(broker_offset: int, consumer_offset: int) -> int:
+    """Messages of one queue a group has not consumed: the queue's max offset (the next offset to be written) less
+    the group's committed offset (the next it will read), never below 0. A group with no committed offset (the
+    broker reports 0, or -1 for RocketMQ's) counts from 0, as the broker's ``rocketmq_group_diff`` does."""
+    return max(broker_offset - max(consumer_offset, 0), 0)
 
 
 def split_namesrv(addrs: str) -> list[str]:
@@ -144,6 +153,18 @@ class AdminClient:
 
     # -- brokers -------------------------------------------------------------------------------------------
 
+    async def all_topic_configs(self, broker_addr: str) -> dict[str, TopicConfig]:
+        """GET_ALL_TOPIC_CONFIG: every topic of one broker, in one request."""
+        resp = await self.call(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+
+        def decode() -> dict[str, TopicConfig]:  # thousands of topics: in a thread, the caller's loop keeps serving
+            return rd.TopicConfigSerializeWrapper.from_json_dict(self.body(resp)).topic_config_table
+
+        try:
+            return await asyncio.to_thread(decode)
+        except rd.BodyDecodeError as exc:
+            raise AdminError(f"{broker_addr}: undecodable topic table: {exc}") from None
+
     async def runtime_info(self, broker_addr: str) -> dict[str, str]:
         resp = await self.call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return rd.KVTable.from_json_dict(self.body(resp)).table
@@ -213,7 +234,7 @@ class AdminClient:
                 raise AdminError(f"{addr}: undecodable ConsumeStats: {exc}") from None
             for key, wrapper in (body.get("offsetTable") or {}).items():
                 if isinstance(key, MQKey) and isinstance(wrapper, dict):
-                    lag = max(int(wrapper.get("brokerOffset", 0)) - int(wrapper.get("consumerOffset", 0)), 0)
+                    lag = queue_lag(int(wrapper.get("brokerOffset", 0)), int(wrapper.get("consumerOffset", 0)))
                     entries.append({**key.to_json_dict(), **wrapper, "lag": lag})
         entries.sort(key=lambda e: (str(e.get("topic")), str(e.get("brokerName")), int(e.get("queueId", 0))))
         return {"group": group, "offsetTable": entries, "totalLag": sum(int(e.get("lag", 0)) for e in entries)}

@@ -9,12 +9,16 @@ Any non-SUCCESS answer raises :class:`~pocketmq.admin.api.AdminError` with the p
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
-from pocketmq.admin.api import AdminClient, AdminError
+from pocketmq.admin.api import AdminClient, AdminError, queue_lag
+from pocketmq.client.core.message import Message
 from pocketmq.client.core.message_ext import MessageExt, decode_messages
+from pocketmq.common.message import MessageConst
 from pocketmq.common.sysflag import PullSysFlag
+from pocketmq.common.topic import is_dlq_topic, is_retry_topic, retry_topic
 from pocketmq.remoting import fastjson
 from pocketmq.remoting import route as rd
 from pocketmq.remoting.admin_headers import (
@@ -22,7 +26,9 @@ from pocketmq.remoting.admin_headers import (
     AddWritePermOfBrokerResponseHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader,
@@ -31,7 +37,13 @@ from pocketmq.remoting.admin_headers import (
 )
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.fastjson import MQKey
-from pocketmq.remoting.headers import ConsumerGroupRequestHeader, GetConsumeStatsRequestHeader, PullMessageRequestHeader
+from pocketmq.remoting.headers import (
+    ConsumerGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    OffsetResponseHeader,
+    PullMessageRequestHeader,
+    SearchOffsetRequestHeader,
+)
 
 #: The group mqadmin reads messages as (printMsg): its pulls commit nothing.
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
@@ -41,10 +53,7 @@ MAX_PRINT_PER_QUEUE = 10_000
 
 def mq_body(resp: Any) -> Any:
     """A body in fastjson's dialect, MessageQueue object keys included."""
-    try:
-        return fastjson.loads(bytes(resp.body or b"{}"))
-    except ValueError as exc:
-        raise AdminError(f"undecodable body: {exc}") from None
+    return mq_body_of(bytes(resp.body or b"{}"))
 
 
 def mq_entries(table: Any, **extra: Any) -> list[dict[str, Any]]:
@@ -153,6 +162,137 @@ async def consume_stats(admin: AdminClient, addr: str, group: str, topic: str | 
     fields = GetConsumeStatsRequestHeader(group, topic).to_fields()
     body = mq_body(await admin.call(addr, RequestCode.GET_CONSUME_STATS, fields))
     return mq_entries(body.get("offsetTable") if isinstance(body, dict) else None)
+
+
+def with_lag(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``OffsetWrapper`` entries with their ``lag`` (:func:`~pocketmq.admin.api.queue_lag`)."""
+    for e in entries:
+        e["lag"] = queue_lag(int(e.get("brokerOffset", 0)), int(e.get("consumerOffset", 0)))
+    return entries
+
+
+async def broker_consume_stats(admin: AdminClient, addr: str) -> dict[str, dict[str, Any]]:
+    """GET_BROKER_CONSUME_STATS: every group with offsets on one broker, in one request, as
+    ``{group: {"consumeTps": tps, "offsetTable": [entries with lag]}}``. The body (about 100 bytes a queue) is
+    decoded in a thread, so a console's loop keeps serving pages meanwhile."""
+    fields = GetConsumeStatsInBrokerHeader(False).to_fields()
+    resp = await admin.call(addr, RequestCode.GET_BROKER_CONSUME_STATS, fields)
+    return await asyncio.to_thread(lambda: _group_stats(mq_body_of(bytes(resp.body or b"{}"))))
+
+
+def mq_body_of(data: bytes) -> Any:
+    """:func:`mq_body` of raw bytes."""
+    try:
+        return fastjson.loads(data)
+    except ValueError as exc:
+        raise AdminError(f"undecodable body: {exc}") from None
+
+
+def _group_stats(body: Any) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for item in (body.get("consumeStatsList") if isinstance(body, dict) else None) or []:
+        if not isinstance(item, dict):
+            continue
+        for group, per_topic in item.items():
+            merged = out.setdefault(str(group), {"consumeTps": 0.0, "offsetTable": []})
+            for stats in per_topic if isinstance(per_topic, list) else []:
+                if isinstance(stats, dict):
+                    merged["consumeTps"] += float(stats.get("consumeTps") or 0.0)
+                    merged["offsetTable"].extend(with_lag(mq_entries(stats.get("offsetTable"))))
+    return out
+
+
+async def topic_stats(admin: AdminClient, addr: str, topic: str) -> list[dict[str, Any]]:
+    """GET_TOPIC_STATS_INFO: min and max offset and last store time of each queue on one broker (none when the
+    broker does not have the topic)."""
+    resp = await admin.call(addr, RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic).to_fields(),
+                            ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+    if resp.code != ResponseCode.SUCCESS:
+        return []
+    body = mq_body(resp)
+    return mq_entries(body.get("offsetTable") if isinstance(body, dict) else None)
+
+
+async def search_offset(admin: AdminClient, addr: str, topic: str, queue_id: int, stamp: int) -> int:
+    """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of the queue stored at or after ``stamp`` (ms)."""
+    fields = SearchOffsetRequestHeader(topic, queue_id, stamp).to_fields()
+    return OffsetResponseHeader.from_command(
+        await admin.call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)).offset
+
+
+async def reset_preview(admin: AdminClient, group: str, topic: str, timestamp: int,
+                        addrs: list[str]) -> list[dict[str, Any]]:
+    """What ``resetOffsetByTime`` (forced) or, with ``timestamp`` -1, ``skipAccumulatedMessage`` would do, changing
+    nothing: per queue the committed offset, the offset it would move to, and by how many messages (negative:
+    consumed again). The broker computes the same targets (the first offset stored at or after the time, or the
+    queue's end) when the reset is applied."""
+    out: list[dict[str, Any]] = []
+    for addr in addrs:
+        for e in with_lag(await consume_stats(admin, addr, group, topic)):
+            current = int(e.get("consumerOffset", 0))
+            target = int(e.get("brokerOffset", 0)) if timestamp == -1 else await search_offset(
+                admin, addr, topic, int(e["queueId"]), timestamp)
+            out.append({"topic": e["topic"], "brokerName": e["brokerName"], "queueId": e["queueId"],
+                        "consumerOffset": current, "brokerOffset": e.get("brokerOffset", 0), "newOffset": target,
+                        "move": target - current, "lagAfter": queue_lag(int(e.get("brokerOffset", 0)), target)})
+    return out
+
+
+async def pop_inflight(admin: AdminClient, addr: str, group: str, topic: str | None = None) -> dict[str, Any] | None:
+    """GET_POP_INFLIGHT_STATS: POP messages of ``group`` handed out and not acknowledged, ``{"inflightTable":
+    [{"topic", "queueId", "inflight"}], "total": n}``; None when the broker does not serve POP."""
+    resp = await admin.call(addr, RequestCode.GET_POP_INFLIGHT_STATS, GetConsumeStatsRequestHeader(group, topic)
+                            .to_fields(), ok=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED))
+    if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        return None
+    body = admin.body(resp)
+    if not isinstance(body, dict):
+        raise AdminError(f"{addr}: POP in-flight stats are not an object")
+    return body
+
+
+async def timer_metrics(admin: AdminClient, addr: str) -> dict[str, int] | None:
+    """GET_TIMER_METRICS: timer messages waiting, per topic; None when the broker has no timer wheel."""
+    resp = await admin.call(addr, RequestCode.GET_TIMER_METRICS,
+                            ok=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED))
+    if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        return None
+    body = admin.body(resp)
+    table = body.get("timingCount") if isinstance(body, dict) else None
+    out: dict[str, int] = {}
+    for topic, metric in (table or {}).items():
+        count = metric.get("count", 0) if isinstance(metric, dict) else metric
+        out[str(topic)] = int(count or 0)
+    return out
+
+
+async def ensure_retry_topic(admin: AdminClient, group: str) -> None:
+    """Create ``%RETRY%<group>`` (one queue, as a broker makes it for a group's first send-back) on every master
+    when no name server has a route for it yet, so a resend finds its queues."""
+    try:
+        if (await admin.topic_route(retry_topic(group))).queue_datas:
+            return
+    except AdminError:
+        pass  # no route: create it
+    await admin.update_topic(retry_topic(group), read_queues=1, write_queues=1)
+
+
+def retry_copy(message: MessageExt, group: str) -> Message:
+    """A copy of a stored message for ``group`` to consume again: produced to ``%RETRY%<group>`` (which every
+    clustering consumer of the group reads, online or later), with its original topic in RETRY_TOPIC (a dead
+    letter keeps the topic it failed in), a fresh retry count and the source id in ORIGIN_MESSAGE_ID. Only that
+    group sees it; other groups of the topic are not disturbed."""
+    props = dict(message.properties)
+    for name in (MessageConst.PROPERTY_MIN_OFFSET, MessageConst.PROPERTY_MAX_OFFSET,
+                 MessageConst.PROPERTY_DELAY_TIME_LEVEL, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                 MessageConst.PROPERTY_TRANSACTION_PREPARED, MessageConst.PROPERTY_REAL_TOPIC,
+                 MessageConst.PROPERTY_REAL_QUEUE_ID):
+        props.pop(name, None)
+    if not (is_dlq_topic(message.topic) or is_retry_topic(message.topic)):
+        props[MessageConst.PROPERTY_RETRY_TOPIC] = message.topic
+    props[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = message.msg_id
+    props[MessageConst.PROPERTY_RECONSUME_TIME] = "0"
+    return Message(retry_topic(group), message.body, properties=props, flag=message.flag)
 
 
 # -- stats --------------------------------------------------------------------------------------------------

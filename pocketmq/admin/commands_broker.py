@@ -10,12 +10,10 @@ import time
 from typing import Any
 
 from pocketmq.admin import api_ops
-from pocketmq.admin.api import AdminClient, AdminError
+from pocketmq.admin.api import AdminClient, AdminError, queue_lag
 from pocketmq.admin.output import Command, emit, key_values, table, where_flags
 from pocketmq.common.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from pocketmq.remoting import route as rd
-from pocketmq.remoting.codes import RequestCode
-from pocketmq.remoting.headers import OffsetResponseHeader, SearchOffsetRequestHeader
 
 
 async def cmd_topic_cluster_list(admin: AdminClient, args: argparse.Namespace) -> None:
@@ -47,7 +45,7 @@ async def _topic_rows(admin: AdminClient, topic: str) -> list[dict[str, Any]]:
             got = await api_ops.broker_stats(admin, addr, "GROUP_GET_NUMS", f"{topic}@{group}")
             out_tps += _window(got, "statsMinute", "tps")
             out_day += _window(got, "statsDay", "sum")
-            lag += sum(max(int(e["brokerOffset"]) - int(e["consumerOffset"]), 0)
+            lag += sum(queue_lag(int(e["brokerOffset"]), int(e["consumerOffset"]))
                        for e in await api_ops.consume_stats(admin, addr, group, topic))
         rows.append({"topic": topic, "group": group, "accumulation": lag, "inTPS": round(in_tps, 2),
                      "outTPS": round(out_tps, 2), "inMsg24Hour": int(in_day), "outMsg24Hour": int(out_day)})
@@ -127,12 +125,6 @@ async def cmd_write_perm(admin: AdminClient, args: argparse.Namespace) -> None:
                                  for ns, n in counts.items()))
 
 
-async def _offset_at(admin: AdminClient, addr: str, topic: str, queue_id: int, stamp: int) -> int:
-    fields = SearchOffsetRequestHeader(topic, queue_id, stamp).to_fields()
-    return OffsetResponseHeader.from_command(
-        await admin.call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)).offset
-
-
 async def cmd_print_msg(admin: AdminClient, args: argparse.Namespace) -> None:
     route = await admin.topic_route(args.topic)
     masters = {bd.broker_name: bd.broker_addrs.get(rd.MASTER_ID) for bd in route.broker_datas}
@@ -146,10 +138,10 @@ async def cmd_print_msg(admin: AdminClient, args: argparse.Namespace) -> None:
                 continue
             low, high = await admin.queue_offsets(addr, args.topic, queue_id)
             begin = args.begin_offset if args.begin_offset is not None else (
-                await _offset_at(admin, addr, args.topic, queue_id, args.begin_timestamp)
+                await api_ops.search_offset(admin, addr, args.topic, queue_id, args.begin_timestamp)
                 if args.begin_timestamp is not None else low)
             end = args.end_offset if args.end_offset is not None else (
-                await _offset_at(admin, addr, args.topic, queue_id, args.end_timestamp)
+                await api_ops.search_offset(admin, addr, args.topic, queue_id, args.end_timestamp)
                 if args.end_timestamp is not None else high)
             for m in await api_ops.read_queue(admin, addr, args.topic, queue_id, max(begin, low), min(end, high),
                                               qd.broker_name):

@@ -1,7 +1,8 @@
 """``rmq-admin`` commands about clients and consumer offsets, with mqadmin's names and flags:
 ``consumerConnection``, ``producerConnection``, ``consumerStatus`` (each client's running info, asked through
 a broker), ``resetOffsetByTime`` (``-s`` a timestamp in ms, ``now``, or ``yyyy-MM-dd#HH:mm:ss:SSS``; ``-f``
-force, default true) and ``skipAccumulatedMessage`` (reset to the end of every queue)."""
+force, default true), ``skipAccumulatedMessage`` (reset to the end of every queue) and ``resendMessage`` (a stored
+message, a dead letter included, produced again to one group's retry topic: only that group consumes it again)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import datetime
 import time
 from typing import Any
 
-from pocketmq.admin import api_ops
+from pocketmq.admin import api_ops, query_commands
 from pocketmq.admin.api import AdminClient, AdminError
 from pocketmq.admin.output import Command, bool_arg, emit, key_values, table
 
@@ -105,6 +106,19 @@ async def cmd_skip_accumulated(admin: AdminClient, args: argparse.Namespace) -> 
     await _reset(admin, args, -1, True)
 
 
+async def cmd_resend_message(admin: AdminClient, args: argparse.Namespace) -> None:
+    from pocketmq.client import Producer  # the SDK is only needed here
+
+    message = await query_commands.find_by_id(admin, args.msg_id, args.topic)
+    await api_ops.ensure_retry_topic(admin, args.group)
+    async with Producer(args.producer_group, namesrv_addr=";".join(admin.namesrv_addrs),
+                        credentials=admin.credentials) as producer:
+        sent = await producer.send(api_ops.retry_copy(message, args.group))
+    data = {"group": args.group, "origin": message.msg_id, "msgId": sent.msg_id, "topic": sent.message_queue.topic,
+            "brokerName": sent.message_queue.broker_name, "queueId": sent.message_queue.queue_id}
+    emit(args, data, key_values(data))
+
+
 def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
     s = sub.add_parser("consumerConnection", parents=[common], help="a consumer group's clients and subscriptions")
     s.add_argument("-g", "--group", required=True)
@@ -128,6 +142,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
                            help="ms, 'now', or yyyy-MM-dd#HH:mm:ss:SSS")
             s.add_argument("-f", "--force", type=bool_arg, nargs="?", const=True, default=True,
                            help="also move offsets forward (default true)")
+    s = sub.add_parser("resendMessage", parents=[common], help="produce a stored message again for one group")
+    s.add_argument("-g", "--group", required=True, help="the consumer group that consumes it again")
+    s.add_argument("-i", "--msg-id", required=True, help="offset id (or with -t a client unique id)")
+    s.add_argument("-t", "--topic", help="the topic it is stored in (%%DLQ%%<group> for a dead letter)")
+    s.add_argument("--producer-group", default="rmq-admin-resend")
     return {"consumerConnection": cmd_consumer_connection, "producerConnection": cmd_producer_connection,
             "consumerStatus": cmd_consumer_status, "resetOffsetByTime": cmd_reset_offset_by_time,
-            "skipAccumulatedMessage": cmd_skip_accumulated}
+            "skipAccumulatedMessage": cmd_skip_accumulated, "resendMessage": cmd_resend_message}

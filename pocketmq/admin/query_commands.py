@@ -29,7 +29,7 @@ from pocketmq.remoting.headers import ViewMessageRequestHeader
 TRACE_QUERY_MAX = 64
 
 
-def _querier(admin: AdminClient) -> MessageQuerier:
+def querier(admin: AdminClient) -> MessageQuerier:
     async def fetch(topic: str) -> rd.TopicRouteData | None:
         try:
             return await admin.topic_route(topic)
@@ -82,12 +82,12 @@ async def _guard(coro: Any) -> Any:
 
 
 async def cmd_query_by_key(admin: AdminClient, args: argparse.Namespace) -> None:
-    found = await _guard(_querier(admin).query_message(args.topic, args.key, args.max_num, args.begin, args.end))
+    found = await _guard(querier(admin).query_message(args.topic, args.key, args.max_num, args.begin, args.end))
     _print(args, [message_dict(m, body=args.body) for m in found])
 
 
 async def cmd_query_by_unique_key(admin: AdminClient, args: argparse.Namespace) -> None:
-    found = await _guard(_querier(admin).query_message(args.topic, args.msg_id, 32, 0, LONG_MAX, unique=True))
+    found = await _guard(querier(admin).query_message(args.topic, args.msg_id, 32, 0, LONG_MAX, unique=True))
     _print(args, [message_dict(m, body=args.body) for m in found[-1:]])
 
 
@@ -110,7 +110,7 @@ async def find_by_id(admin: AdminClient, msg_id: str, topic: str | None) -> Mess
     """An offset id (from its broker, or with ``topic`` from any member of the topic's groups) or a unique id
     (with ``topic``)."""
     if topic:
-        return await _guard(_querier(admin).view_message(topic, msg_id))  # type: ignore[no-any-return]
+        return await _guard(querier(admin).view_message(topic, msg_id))  # type: ignore[no-any-return]
     found = await view_by_offset_id(admin, msg_id)
     if found is None:
         raise AdminError(f"{msg_id} names no message of a reachable broker; with -t TOPIC it is also looked up "
@@ -126,14 +126,14 @@ async def cmd_query_by_id(admin: AdminClient, args: argparse.Namespace) -> None:
 
 async def trace_contexts(admin: AdminClient, msg_id: str, trace_topic: str) -> list[TraceContext]:
     """The trace contexts of a message (by its unique or offset id), oldest first."""
-    querier = _querier(admin)
-    records = await _guard(querier.query_message(trace_topic, msg_id, TRACE_QUERY_MAX, 0, LONG_MAX))
+    finder = querier(admin)
+    records = await _guard(finder.query_message(trace_topic, msg_id, TRACE_QUERY_MAX, 0, LONG_MAX))
     contexts = [c for m in records for c in decode_trace_data(m.body.decode(errors="replace"))]
     ids = {msg_id} | {c.beans[0].msg_id for c in contexts if c.trace_type is TraceType.Pub and c.beans
                       and c.beans[0].offset_msg_id == msg_id}
     if ids - {msg_id}:  # an offset id: consumption is traced by the unique id
         uniq = next(iter(ids - {msg_id}))
-        more = await _guard(querier.query_message(trace_topic, uniq, TRACE_QUERY_MAX, 0, LONG_MAX))
+        more = await _guard(finder.query_message(trace_topic, uniq, TRACE_QUERY_MAX, 0, LONG_MAX))
         contexts += [c for m in more for c in decode_trace_data(m.body.decode(errors="replace"))]
     mine = [c for c in contexts if any(b.msg_id in ids or b.offset_msg_id == msg_id for b in c.beans)]
     unique: dict[tuple[str, str, int, str], TraceContext] = {}

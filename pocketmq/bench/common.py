@@ -113,9 +113,11 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def local_cluster(args: argparse.Namespace, name: str) -> Iterator[Cluster]:
+def local_cluster(args: argparse.Namespace, name: str,
+                  prepare: Callable[[Path], None] | None = None) -> Iterator[Cluster]:
     """A name server and one ASYNC_MASTER/ASYNC_FLUSH broker as child processes, stopped by PID on exit
-    (``args`` carries ``queues``, ``pin`` and ``keep_dir``)."""
+    (``args`` carries ``queues``, ``pin`` and ``keep_dir``); ``prepare`` gets the broker's store directory before
+    the broker starts (to lay metadata files there)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"rmq-bench-{name}-"))
     children: list[Child] = []
     try:
@@ -130,6 +132,8 @@ def local_cluster(args: argparse.Namespace, name: str) -> Iterator[Cluster]:
             "brokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=true\n"
             f"defaultTopicQueueNums={args.queues}\nstorePathRootDir={workdir / 'store'}\n"
         )
+        if prepare is not None:
+            prepare(workdir / "store")
         broker = Child([sys.executable, "-m", "pocketmq.broker.main", "-c", str(conf), "-n", namesrv,
                         "--listen-port", "0",
                         "--listen-host", "127.0.0.1", "--log-format", "json", "--log-level", "WARNING"],

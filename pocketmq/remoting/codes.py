@@ -179,6 +179,13 @@ class RequestCode(IntEnum):
     # --- RocketMQ 5 proxy (reads one consumer group's settings) ---
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     # --- end RocketMQ 5 proxy ---
+    #: RocketMQ 5's timer-wheel backlog (``TimerMetricsSerializeWrapper``: ``timingCount`` per topic); the console
+    #: reads it and shows "n/a" while a broker answers REQUEST_CODE_NOT_SUPPORTED.
+    GET_TIMER_METRICS = 61
+    #: PocketMQ-private: POP messages handed out and not yet acknowledged. Header ``consumerGroup``, optional
+    #: ``topic``; answer body JSON ``{"inflightTable": [{"topic", "queueId", "inflight"}], "total": n}``. A broker
+    #: without POP answers REQUEST_CODE_NOT_SUPPORTED, which the console shows as "n/a".
+    GET_POP_INFLIGHT_STATS = 9010
 
 
 #: The version number we put in headers: RocketMQ 4.9.4's ``MQVersion`` ordinal (V4_9_4).

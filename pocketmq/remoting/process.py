@@ -3,13 +3,17 @@
 Shared by ``rmq-namesrv`` and ``rmq-broker``: the flags every server takes (:func:`add_server_arguments`)
 and the run itself (:func:`run_main`). The readiness line (``<PREFIX> READY host:port`` on stderr) is
 printed once the process serves requests, so scripts and tests can start it with port 0 and read the
-address it bound.
+address it bound. A start that fails is logged (``server_start_failed``, with the reason) and the process exits
+with status 1 (a configuration error found at start: one line, status 2); a fatal signal (SIGBUS from a mapped
+page the disk cannot back, SIGSEGV) prints the Python stack of every thread on stderr before the process dies
+(``faulthandler``), so a death always says where it happened.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import gc
 import signal
 import sys
@@ -19,10 +23,12 @@ from typing import Protocol, TypeVar
 import uvloop
 
 from pocketmq.common.config import ConfigError
-from pocketmq.common.logs import LogFormat, configure_logging
+from pocketmq.common.logs import LogFormat, configure_logging, get_logger
 
 ConfigT = TypeVar("ConfigT")
 
+
+log = get_logger("pocketmq.remoting.process")
 
 GC_THRESHOLDS = (100_000, 50, 100)
 """The servers' cyclic-GC thresholds (young, middle, old), see :func:`serve`."""
@@ -37,8 +43,19 @@ class Controller(Protocol):
     async def stop(self) -> None: ...
 
 
+class StartFailed(Exception):
+    """The controller's start raised (already logged)."""
+
+
 async def serve(controller: Controller, ready_prefix: str) -> None:
-    await controller.start()
+    try:
+        await controller.start()
+    except ConfigError:
+        raise  # the caller says it in one line
+    except Exception as exc:
+        log.error("server_start_failed", error=str(exc) or type(exc).__name__, error_type=type(exc).__name__,
+                  exc_info=True)
+        raise StartFailed from exc
     # Start-up objects live for the whole run: freeze them so full collections do not rescan them
     # (long pauses on the hot paths otherwise). Almost everything a request allocates is freed by
     # reference counting, so the cyclic collector runs far less often than Python's default (a young
@@ -81,9 +98,12 @@ def run_main(prog: str, args: argparse.Namespace, build: Callable[[argparse.Name
         return 0
     log_format: LogFormat = args.log_format
     configure_logging(log_format, args.log_level)
+    faulthandler.enable()
     try:
         uvloop.run(serve(make(config), ready_prefix))
     except ConfigError as exc:  # found at start (an ACL file that is missing or invalid): no traceback
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
+    except StartFailed:
+        return 1
     return 0

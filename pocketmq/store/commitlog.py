@@ -447,9 +447,10 @@ class CommitLogScanner:
 
     After iteration ``end_offset`` is where the valid log ends and ``error`` says why it ended there
     (None at the end of the last file or of the written data). ``written_only`` limits each file to its
-    ``wrote_position`` (a live log: a slave catching up), otherwise the whole file is examined (recovery,
-    where positions are not known yet); a record cut by the written limit ends the scan with
-    ``incomplete`` set rather than as damage.
+    ``wrote_position`` (a live log: a slave catching up), otherwise the whole file's data is examined
+    (recovery, where positions are not known yet: past the file's last data page everything reads as zeros,
+    and is not touched, see :meth:`MappedFile.data_ranges`); a record cut by the written limit ends the scan
+    with ``incomplete`` set rather than as damage.
     """
 
     def __init__(self, queue: MappedFileQueue, start: int, *, check_crc: bool, written_only: bool) -> None:
@@ -466,26 +467,48 @@ class CommitLogScanner:
             if mapped is None:
                 return
             base = mapped.file_from_offset
-            limit = mapped.wrote_position if self.written_only else mapped.file_size
+            view, limit = (mapped.view, mapped.wrote_position) if self.written_only else _data_of(mapped)
             pos = self.end_offset - base
-            while pos < limit:
-                try:
-                    item = check_record(mapped.view, pos, limit, base_offset=base, check_crc=self.check_crc)
-                except RecordFormatError as exc:
-                    # In a live log the written limit can fall inside a record: that record is unfinished, not
-                    # damaged, even when its first bytes so far are zeros (TOTALSIZE starts with zero bytes).
-                    if self.written_only and (exc.reason == "truncated record"
-                                              or (exc.is_end_of_data and limit - pos < SIZE_AND_MAGIC.size)):
-                        self.incomplete = True
-                    else:
-                        self.error = exc
-                    return
-                if isinstance(item, Blank):
-                    pos = mapped.file_size
-                    break
-                yield item
-                pos += item.msg_size
-                self.end_offset = base + pos
+            try:
+                while pos < limit:
+                    try:
+                        item = check_record(view, pos, limit, base_offset=base, check_crc=self.check_crc)
+                    except RecordFormatError as exc:
+                        if not self.written_only and _blank_past_data(view, pos, limit, mapped.file_size):
+                            pos = mapped.file_size
+                            break
+                        # In a live log the written limit can fall inside a record: that record is unfinished, not
+                        # damaged, even when its first bytes so far are zeros (TOTALSIZE starts with zero bytes).
+                        if self.written_only and (exc.reason == "truncated record"
+                                                  or (exc.is_end_of_data and limit - pos < SIZE_AND_MAGIC.size)):
+                            self.incomplete = True
+                        else:
+                            self.error = exc
+                        return
+                    if isinstance(item, Blank):
+                        pos = mapped.file_size
+                        break
+                    yield item
+                    pos += item.msg_size
+                    self.end_offset = base + pos
+            finally:
+                if view is not mapped.view:  # a slice kept alive (an error's traceback holds this frame) pins the map
+                    view.release()
             if pos < mapped.file_size:  # stopped at the written limit of a live file
                 return
             self.end_offset = mapped.file_end_offset
+
+
+def _data_of(mapped: MappedFile) -> tuple[memoryview, int]:
+    """The part of a file recovery may read (its data, see :meth:`MappedFile.data_ranges`) and its end."""
+    end = mapped.data_end()
+    return (mapped.view, end) if end >= mapped.file_size else (mapped.view[:end], end)
+
+
+def _blank_past_data(view: memoryview, pos: int, limit: int, file_size: int) -> bool:
+    """True for a blank marker at ``pos`` whose claimed rest of the file runs past the data (holes, zeros):
+    what ``check_record`` takes for a truncated record when it is given only the data."""
+    if pos + SIZE_AND_MAGIC.size > limit:
+        return False
+    size, magic = SIZE_AND_MAGIC.unpack_from(view, pos)
+    return bool(magic == BLANK_MAGIC_CODE and END_FILE_MIN_BLANK_LENGTH <= size <= file_size - pos)

@@ -89,11 +89,16 @@ class StoreConfig:
     disk_max_used_space_ratio: int = 75
     """Percent of the disk above which expired files are deleted at any hour."""
     disk_space_clean_forcibly_ratio: int = 85
-    """Percent above which the oldest files are deleted even if not expired (never the one being written)."""
+    """Percent above which, with ``cleanFileForciblyEnable=true``, the oldest files are deleted even if not expired
+    (never the one being written)."""
     disk_space_warning_level_ratio: int = 90
     """Percent above which puts are refused (SERVICE_NOT_AVAILABLE) until space is freed."""
     clean_resource_interval_ms: int = 10_000
     """How often retention runs (and a full disk is checked again)."""
+    clean_file_forcibly_enable: bool = False
+    """RocketMQ's forced cleaning: above ``diskSpaceCleanForciblyRatio`` (or the warning ratio) delete the oldest
+    commit-log files whatever their age, unconsumed messages included. Off by default (RocketMQ's default is on):
+    a full disk then refuses sends and deletes nothing younger than ``fileReservedTime``."""
     delete_files_batch_max: int = 10
     check_crc_on_recover: bool = True
     """Recovery checks every record's body CRC (a record that fails ends the valid log)."""
@@ -214,6 +219,7 @@ PROPERTY_NAMES: dict[str, str] = {
     "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
     "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
     "cleanResourceInterval": "clean_resource_interval_ms",
+    "cleanFileForciblyEnable": "clean_file_forcibly_enable",
     "checkCRCOnRecover": "check_crc_on_recover",
     "warmMapedFileEnable": "warm_mapped_file",
     # PocketMQ's own: RocketMQ pre-allocates whole files or nothing.

@@ -297,7 +297,7 @@ class ConsumeQueue:
     def recover(self) -> None:
         """Find the last valid unit of the loaded files (scanning from the third-last file) and drop
         what follows it. A unit is valid when its size is positive and its record starts at or after
-        the end of the previous one. Blocking."""
+        the end of the previous one. Only the files' data is read. Blocking."""
         files = self.queue.files
         if not files:
             return
@@ -306,7 +306,8 @@ class ConsumeQueue:
         end_offset = files[start].file_from_offset
         for mapped in files[start:]:
             pos = 0
-            for phys, size, _tags in CQ_UNIT.iter_unpack(mapped.view):
+            data = mapped.data_end()  # past it the file is a hole: zeros, never read (see mapped_file)
+            for phys, size, _tags in CQ_UNIT.iter_unpack(mapped.view[:data - data % UNIT_SIZE]):
                 if size == BLANK_UNIT_SIZE and phys == 0:
                     pos += UNIT_SIZE
                     continue

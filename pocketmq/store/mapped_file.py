@@ -35,6 +35,11 @@ callers run them in a thread. Three facts decided how (the measurements: docs/de
   reads that page, not 8 MiB around it); a full file goes back to ``MADV_NORMAL`` for readers.
 * File creation uses a temporary name and a rename, so a crash never leaves a short file that the next
   start would have to guess about.
+* Reading a hole through a mapping is not harmless either: on tmpfs the read fault allocates the page, so
+  on a full tmpfs it raises SIGBUS just as a write does (ext4 maps a zero page). Start-up code that examines
+  files of unknown extent (recovery's scans, cutting a tail) therefore reads only the file's data
+  (:meth:`MappedFile.data_ranges`, ``SEEK_DATA``/``SEEK_HOLE``; a hole reads as zeros, so nothing is lost by
+  skipping it), and a loaded file has nothing reserved until a writer reserves it.
 
 This module is longer than 600 lines: the file, the allocator and the queue share one reservation protocol
 (the queue asks, the allocator's thread reserves and publishes ``reserved``, the writer reads ``limit``),
@@ -68,6 +73,7 @@ so each call is one short stretch after which the loop thread can have the CPU (
 docstring). Between two calls the warming thread needs the GIL back (at most a 5 ms switch interval from a
 busy loop), so warming keeps up with >= 200 MB/s writers."""
 _HAS_FADVISE = hasattr(os, "posix_fadvise")
+_HAS_SEEK_DATA = hasattr(os, "SEEK_DATA")
 _HAS_MADVISE = hasattr(mmap, "MADV_RANDOM")
 _ZEROS = bytes(_CHUNK)
 _PAGE = mmap.PAGESIZE
@@ -317,12 +323,43 @@ class MappedFile:
 
     def zero_from(self, pos: int) -> None:
         """Zero every non-zero byte from ``pos`` to the end of the file (after a truncation, so that old
-        records past the new end can never be mistaken for live ones). Blocking."""
-        while pos < self.file_size:
-            end = min(pos - pos % _CHUNK + _CHUNK, self.file_size)
-            if self.view[pos:end] != _ZEROS[:end - pos]:
-                self.view[pos:end] = _ZEROS[:end - pos]
-            pos = end
+        records past the new end can never be mistaken for live ones). Only the file's data is read and
+        written (holes are zeros already, and touching one could need a page the disk no longer has).
+        Blocking."""
+        for start, stop in self.data_ranges(pos):
+            while start < stop:
+                end = min(start - start % _CHUNK + _CHUNK, stop)
+                if self.view[start:end] != _ZEROS[:end - start]:
+                    self.view[start:end] = _ZEROS[:end - start]
+                start = end
+
+    def data_ranges(self, start: int = 0) -> Iterator[tuple[int, int]]:
+        """The ``[from, to)`` ranges at or after ``start`` that may hold non-zero bytes: the file's data
+        as ``SEEK_DATA``/``SEEK_HOLE`` see it (whole pages; reserved pages never written may count as
+        holes, which read as zeros anyway). The rest of the file when the file system cannot tell.
+        Blocking (one ``lseek`` per boundary)."""
+        stop = self.file_size
+        if not _HAS_SEEK_DATA:  # pragma: no cover - not Linux
+            if start < stop:
+                yield start, stop
+            return
+        while start < stop and not self._closed:
+            try:
+                begin = os.lseek(self.fd, start, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no data past ``start``
+                    yield start, stop
+                return
+            if begin >= stop:
+                return
+            end = min(os.lseek(self.fd, begin, os.SEEK_HOLE), stop)
+            yield begin, end
+            start = end
+
+    def data_end(self) -> int:
+        """Offset just past the file's last data page (0 for a file that is all hole): what start-up code
+        may read of a file whose positions are not known yet. Blocking."""
+        return max((stop for _start, stop in self.data_ranges()), default=0)
 
 
 #: A reservation to make: (file, or the future of a file still being created; start; end), file-relative.

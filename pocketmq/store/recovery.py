@@ -66,6 +66,8 @@ class RecoveryPlan:
 
 def _first_store_timestamp(queue: MappedFileQueue, index: int) -> int:
     mapped = queue.files[index]
+    if mapped.data_end() == 0:  # never written: a hole is not read (see mapped_file)
+        return -1
     size, magic = SIZE_AND_MAGIC.unpack_from(mapped.view, 0)
     if magic != MESSAGE_MAGIC_CODE or size < SYS_FLAG_OFFSET + 4:
         return -1

@@ -7,15 +7,13 @@ their own ``asyncio.run`` through :func:`pocketmq.admin.cli.main`, called here i
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -32,31 +30,13 @@ from tests.client.consumer.consumer_support import (
     produce,
     push_consumer,
 )
-from tests.helpers import wait_until
+from tests.helpers import LoopThread, wait_until
 
-T = TypeVar("T")
 TOPIC = "CliT"
 GROUP = "CliG"
 PRODUCER_GROUP = "CliPG"
 SENT = 6
 _LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
-
-
-class LoopThread:
-    """An event loop running in a thread; :meth:`run` waits for a coroutine on it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="cli-test-loop", daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 @dataclass

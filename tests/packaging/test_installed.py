@@ -31,7 +31,7 @@ from tests.procs import TEST_STORE_PROPERTIES, Proc, wait_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ("rmq-namesrv", "rmq-broker", "rmq-cluster", "rmq-admin", "rmq-analytics", "rmq-bench", "rmq-chaos",
-           "rmq-proxy")
+           "rmq-proxy", "rmq-console")
 #: Environment variables that would point a process back at the checkout or change the build under test.
 DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "POCKETMQ_PURE_PYTHON",
                "POCKETMQ_REQUIRE_COMPILED")
@@ -130,7 +130,9 @@ def test_the_wheel_and_the_sdist_hold_only_pocketmq(installed: Installed) -> Non
     assert top_level == ["pocketmq"]
     assert not [n for n in names if n.endswith((".so", ".c", ".pyc"))]
     assert {"pocketmq/py.typed", "pocketmq/conf/presets/2m-2s-sync/broker-a.properties",
-            "pocketmq/conf/plain_acl.example.yml", "pocketmq/conf/grafana/pocketmq-rocketmq.json"} <= set(names)
+            "pocketmq/conf/plain_acl.example.yml", "pocketmq/conf/grafana/pocketmq-rocketmq.json",
+            "pocketmq/console/templates/base.html", "pocketmq/console/static/app.js",
+            "pocketmq/console/static/vendor/htmx.min.js", "pocketmq/console/static/vendor/LICENSE.uPlot"} <= set(names)
     assert f"{info}/licenses/LICENSE" in names
     for line in ("License-Expression: Apache-2.0", "Requires-Python: >=3.11",
                  "Description-Content-Type: text/markdown", "Classifier: Typing :: Typed"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 
+from pocketmq.broker import disk_status
 from pocketmq.broker.stats import BrokerStats
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.common.errors import FieldFormatError
@@ -138,7 +139,8 @@ class AdminBrokerProcessor:
     # -- runtime -------------------------------------------------------------------------------------------
 
     def _disk_info(self) -> dict[str, str]:
-        """RocketMQ's disk keys (as of the store's last check: no statvfs here) and whether sends are taken."""
+        """RocketMQ's disk keys (as of the store's last check: no statvfs here), whether sends are taken, and what
+        is reclaimable and what holds the rest (:mod:`pocketmq.broker.disk_status`)."""
         store = self.store
         disk = store.disk
         info = {"diskFull": str(store.disk_full).lower(), "storeWritable": str(store.writable).lower()}
@@ -149,6 +151,7 @@ class AdminBrokerProcessor:
         reason = store.not_writable_reason
         if store.disk_full and reason is not None:
             info["diskFullReason"] = reason
+        info.update(disk_status.runtime_keys(store))
         return info
 
     def _exporter_keys(self) -> dict[str, str]:

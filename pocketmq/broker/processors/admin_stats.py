@@ -128,10 +128,14 @@ class AdminStatsProcessor:
         h = GetConsumeStatsInBrokerHeader.from_command(req)
         entries: list[dict[str, Any]] = []
         total_diff = 0
-        groups = set() if h.is_order else {key.rpartition("@")[2] for key in self.offsets.offset_table}
-        for group in sorted(groups):
+        # One pass over the offset table (asking topics_of_group per group would scan it once per group).
+        topics_by_group: dict[str, set[str]] = {}
+        for key in () if h.is_order else self.offsets.offset_table:
+            topic_name, _, group_name = key.rpartition("@")
+            topics_by_group.setdefault(group_name, set()).add(topic_name)
+        for group in sorted(topics_by_group):
             per_topic = []
-            for topic in sorted(self.offsets.topics_of_group(group)):
+            for topic in sorted(topics_by_group[group]):
                 stats = self.consume_stats(group, topic)
                 if stats["offsetTable"]:
                     per_topic.append(stats)

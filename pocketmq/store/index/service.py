@@ -115,6 +115,8 @@ class IndexService(Service):
         #: after a failed reservation or file creation (a full disk), the walk waits until this loop time
         self._retry_at = 0.0
         self._last_name = ""
+        #: a reservation or file creation failed and has not succeeded since (said once)
+        self._room_failing = False
         #: the next file being made in the I/O thread (a shutdown meanwhile closes it in :meth:`close`)
         self._creating: concurrent.futures.Future[IndexFile] | None = None
 
@@ -134,7 +136,10 @@ class IndexService(Service):
         self._resume()
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_full:
-            last.mapped.reserve(0, last.entry_end(0) + ENTRY_WINDOW, warm=False)
+            try:
+                last.mapped.reserve(0, last.entry_end(0) + ENTRY_WINDOW, warm=False)
+            except OSError as exc:  # a full disk: the walk waits for room as it does while running
+                self._room_failed(exc)
         self._log.info("index_loaded", files=len(self.files), resume_offset=self.offset, abnormal=abnormal)
 
     def _load_file(self, path: str, abnormal: bool, checkpoint_timestamp: int) -> None:
@@ -142,7 +147,12 @@ class IndexService(Service):
             self._log.warning("index_file_of_other_size_dropped", path=path, expected=self._size)
             os.unlink(path)
             return
-        index = IndexFile(MappedFile.open_existing(path, self._size), self._slots, self._entries)
+        mapped = MappedFile.open_existing(path, self._size)
+        if mapped.data_end() == 0:  # made and never written (its header is a hole, not read: see mapped_file)
+            self._log.warning("index_file_empty_dropped", path=path)
+            mapped.destroy()
+            return
+        index = IndexFile(mapped, self._slots, self._entries)
         if abnormal and index.end_timestamp > checkpoint_timestamp:
             self._log.warning("index_file_dropped_after_crash", path=path, end_timestamp=index.end_timestamp,
                               checkpoint=checkpoint_timestamp)
@@ -290,10 +300,17 @@ class IndexService(Service):
                 reserve = functools.partial(index.mapped.reserve, 0, end, warm=False)
                 await loop.run_in_executor(self._executor, reserve)
         except OSError as exc:
-            self._log.error("index_room_failed", error=str(exc), retry_in_s=ROOM_RETRY_S)
+            self._room_failed(exc)
             self._retry_at = loop.time() + ROOM_RETRY_S
             return False
+        self._room_failing = False
         return True
+
+    def _room_failed(self, exc: OSError) -> None:
+        """Log a failed reservation or file creation once until one succeeds (a full disk lasts)."""
+        if not self._room_failing:
+            self._log.error("index_room_failed", error=str(exc), retry_in_s=ROOM_RETRY_S)
+        self._room_failing = True
 
     def _new_file(self, previous: IndexFile | None) -> IndexFile:
         """Create the next file (sparse; its header, slots and first entries reserved). Blocking."""
