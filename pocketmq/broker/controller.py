@@ -65,15 +65,13 @@ from pocketmq.broker.transaction.check import TransactionalMessageCheckService
 from pocketmq.broker.transaction.end import EndTransactionProcessor
 from pocketmq.broker.transaction.service import TransactionalMessageService
 from pocketmq.common import compiled
-from pocketmq.common.config import load_config, load_properties
 from pocketmq.common.logs import get_logger
 from pocketmq.common.record import parse_host_port
 from pocketmq.common.service import Service, on_demand, periodic
 from pocketmq.common.topic_config import PermName
 from pocketmq.ha.client import HAClient
 from pocketmq.ha.service import HAService
-from pocketmq.proxy.config import ProxyConfig
-from pocketmq.proxy.server import ProxyServer
+from pocketmq.proxy.server import ProxyServer, start_local_proxy
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -223,19 +221,12 @@ class BrokerController:
         if self.transaction_check is not None:
             self._services.add_child(self.transaction_check)
         self._services.start()
-        await self._start_proxy()
+        if self.config.enable_grpc_proxy:  # the gRPC endpoint in this process, a cluster client like rmq-proxy
+            self.proxy = await start_local_proxy(self.config.namesrv_addr or "", self.config.listen_host,
+                                                 self.config.grpc_server_port, self.config.proxy_config_file,
+                                                 self.metrics)
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name,
                  build=compiled.ACTIVE)
-
-    async def _start_proxy(self) -> None:
-        """``enableGrpcProxy``: the gRPC endpoint in this process, a client of this cluster like ``rmq-proxy``."""
-        if not self.config.enable_grpc_proxy:
-            return
-        props = load_properties(self.config.proxy_config_file) if self.config.proxy_config_file else {}
-        config = load_config(ProxyConfig, props, namesrv_addr=self.config.namesrv_addr,
-                             grpc_server_host=self.config.listen_host, grpc_server_port=self.config.grpc_server_port)
-        self.proxy = ProxyServer(config, metrics=self.metrics)
-        await self.proxy.start()
 
     async def _start_acl(self) -> None:
         """aclEnable=true: load the ACL file (a missing or invalid one refuses the start), check every request

@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 from grpc import aio
 
-from pocketmq.common.config import ConfigError
+from pocketmq.common.config import ConfigError, load_config, load_properties
 from pocketmq.common.logs import get_logger
 from pocketmq.proxy.auth import Authenticator
 from pocketmq.proxy.backend import Backend
@@ -33,6 +33,17 @@ GRACE = 2.0
 """Seconds calls in flight get to finish at stop (a receive still long polling is cut)."""
 MAX_INBOUND = 130 * 1024 * 1024
 """Largest gRPC message accepted (RocketMQ's ``grpcMaxInboundMessageSize``); the body limit is checked after."""
+
+
+async def start_local_proxy(namesrv_addr: str, host: str, port: int, config_file: str,
+                            metrics: Metrics | None) -> ProxyServer:
+    """A broker's endpoint ("local mode"): the keys of ``config_file`` (``rmq-proxy``'s), with the broker's name
+    servers, host and ``grpcServerPort``; its metrics in the broker's registry. Started."""
+    props = load_properties(config_file) if config_file else {}
+    config = load_config(ProxyConfig, props, namesrv_addr=namesrv_addr, grpc_server_host=host, grpc_server_port=port)
+    server = ProxyServer(config, metrics=metrics)
+    await server.start()
+    return server
 
 
 class ProxyServer:
