@@ -6,6 +6,10 @@ remoting (PocketMQ's SDK). Processes: a name server, one broker, ``rmq-proxy``, 
    the call from its arrival to its answer, the broker's round trip included).
 2. ``--inflight`` sends in flight for ``--duration`` s through the proxy: msg/s, and the CPU the proxy and the broker
    processes used per message (µs, from /proc).
+
+Both are run twice: driven by the official client (what its users get), and by a bare ``grpc.aio`` client in this
+process sending the same SendMessage requests (what the proxy itself costs: the official client spends milliseconds
+of its own per call, in thread hand-offs and per-call signing, and caps the load it can offer).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from pocketmq.admin.api import AdminClient
 from pocketmq.bench.common import Child, percentiles, wait_idle
 from pocketmq.bench.official_client import official_python
 from pocketmq.client import Message, Producer
+from pocketmq.proxy.apis import definition_pb2 as pb
+from pocketmq.proxy.apis import service_pb2 as spb
 
 DRIVER = Path(__file__).resolve().parent / "rocketmq5_driver.py"
 TOPIC = "BenchGrpc"
@@ -77,6 +83,49 @@ async def _remoting_lone(namesrv: str, count: int, body: bytes) -> list[float]:
             await producer.send(Message(TOPIC, body))
             latencies.append((time.perf_counter() - started) * 1000)
     return latencies
+
+
+def _bare_request(body: bytes, n: int) -> bytes:
+    system = pb.SystemProperties(message_id=f"BENCH{n:016X}", message_type=pb.NORMAL, born_host="127.0.0.1")
+    system.born_timestamp.GetCurrentTime()
+    request = spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name=TOPIC), body=body,
+                                                          system_properties=system)])
+    return request.SerializeToString()
+
+
+_BARE_METADATA = (("x-mq-client-id", "bench@bare"), ("x-mq-language", "PYTHON"), ("x-mq-client-version", "bench"))
+
+
+async def _bare(endpoints: str, body: bytes, *, lone: int, inflight: int, duration: float,
+                marks: dict[str, float], mark: Any) -> dict[str, Any]:
+    """Lone sends then ``inflight`` in flight, with a bare grpc.aio client (requests serialized up front)."""
+    from grpc import aio
+
+    async with aio.insecure_channel(endpoints) as channel:
+        call = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage", request_serializer=lambda b: b,
+                                   response_deserializer=spb.SendMessageResponse.FromString)
+        for i in range(200):
+            await call(_bare_request(body, i), metadata=_BARE_METADATA, timeout=10)
+        latencies = []
+        for i in range(lone):
+            request = _bare_request(body, i)
+            started = time.perf_counter()
+            await call(request, metadata=_BARE_METADATA, timeout=10)
+            latencies.append((time.perf_counter() - started) * 1000)
+        counts = {"ok": 0, "failed": 0}
+        mark()
+        started = time.perf_counter()
+        deadline = started + duration
+
+        async def sender(k: int) -> None:
+            n = 0
+            while time.perf_counter() < deadline:
+                answer = await call(_bare_request(body, k * 10_000_000 + n), metadata=_BARE_METADATA, timeout=10)
+                counts["ok" if answer.status.code == pb.Code.OK else "failed"] += 1
+                n += 1
+
+        await asyncio.gather(*(sender(k) for k in range(inflight)))
+        return {"latencies_ms": latencies, **counts, "elapsed_s": time.perf_counter() - started}
 
 
 def _proxy_send_p50(metrics_text: str) -> float | None:
@@ -138,16 +187,13 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
 
         load = await _driver(python, "inflight", {**spec, "inflight": args.inflight, "duration": args.duration},
                              args.duration + 600, started)
-        proxy_cpu = (proxy.cpu_seconds() or 0.0) - marks["proxy"]
-        broker_cpu = (broker.cpu_seconds() or 0.0) - marks["broker"]
-        sent = max(load["ok"], 1)
+        official = _load(load, args.inflight, proxy, broker, marks)
+        bare = await _bare(endpoints, body, lone=args.lone, inflight=args.inflight, duration=args.duration,
+                           marks=marks, mark=started)
         return {
             "lone_remoting_ms": percentiles(remoting), "lone_grpc_ms": percentiles(grpc_lone["latencies_ms"]),
-            "proxy_send_p50_ms_bucket": proxy_p50,
-            "inflight": {"inflight": args.inflight, "ok": load["ok"], "failed": load["failed"],
-                         "msg_per_s": load["ok"] / load["elapsed_s"],
-                         "proxy_cpu_us_per_msg": proxy_cpu / sent * 1e6,
-                         "broker_cpu_us_per_msg": broker_cpu / sent * 1e6},
+            "lone_bare_grpc_ms": percentiles(bare["latencies_ms"]), "proxy_send_p50_ms_bucket": proxy_p50,
+            "inflight": official, "inflight_bare": _load(bare, args.inflight, proxy, broker, marks),
         }
     finally:
         for child in reversed(children):
@@ -155,13 +201,25 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _load(load: dict[str, Any], inflight: int, proxy: Child, broker: Child, marks: dict[str, float]) -> dict[str, Any]:
+    sent = max(load["ok"], 1)
+    return {"inflight": inflight, "ok": load["ok"], "failed": load["failed"],
+            "msg_per_s": load["ok"] / load["elapsed_s"],
+            "proxy_cpu_us_per_msg": ((proxy.cpu_seconds() or 0.0) - marks["proxy"]) / sent * 1e6,
+            "broker_cpu_us_per_msg": ((broker.cpu_seconds() or 0.0) - marks["broker"]) / sent * 1e6}
+
+
 def _print(results: dict[str, Any]) -> None:
     remote, grpc = results["lone_remoting_ms"], results["lone_grpc_ms"]
     print(f"lone send, remoting (PocketMQ SDK):     p50 {remote['p50']:.3f} ms  p99 {remote['p99']:.3f} ms")
     print(f"lone send, gRPC (official 5.x client):  p50 {grpc['p50']:.3f} ms  p99 {grpc['p99']:.3f} ms")
+    bare = results["lone_bare_grpc_ms"]
+    print(f"lone send, gRPC (bare grpc.aio client): p50 {bare['p50']:.3f} ms  p99 {bare['p99']:.3f} ms "
+          f"(added at p50: {bare['p50'] - remote['p50']:.3f} ms)")
     print(f"  added at p50: {grpc['p50'] - remote['p50']:.3f} ms; the proxy's own SendMessage p50 (histogram "
           f"bucket, broker round trip included): {results['proxy_send_p50_ms_bucket']} ms")
-    load = results["inflight"]
-    print(f"{load['inflight']} in flight: {load['msg_per_s']:.0f} msg/s ({load['ok']} ok, {load['failed']} failed); "
-          f"CPU per message: proxy {load['proxy_cpu_us_per_msg']:.0f} us, "
-          f"broker {load['broker_cpu_us_per_msg']:.0f} us")
+    for key, who in (("inflight", "official client"), ("inflight_bare", "bare grpc.aio client")):
+        load = results[key]
+        print(f"{load['inflight']} in flight ({who}): {load['msg_per_s']:.0f} msg/s ({load['ok']} ok, "
+              f"{load['failed']} failed); CPU per message: proxy {load['proxy_cpu_us_per_msg']:.0f} us, "
+              f"broker {load['broker_cpu_us_per_msg']:.0f} us")
