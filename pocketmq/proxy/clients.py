@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +87,8 @@ class ClientRegistry:
         self.max_clients = max_clients
         self.idle_timeout = idle_timeout
         self.clients: dict[str, ClientState] = {}
+        #: Called with the id of a client that ended or expired (its held messages are released).
+        self.on_gone: Callable[[str], Awaitable[None]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.service = Service(name="proxy-clients")
         self.service.add_child(periodic("proxy-client-heartbeat", heartbeat_interval, self.heartbeat_all))
@@ -151,6 +153,8 @@ class ClientRegistry:
         client = self.clients.pop(client_id, None)
         if client is not None:
             self._close_outbox(client)
+            if self.on_gone is not None:
+                await self.on_gone(client_id)
             if client.registered:
                 await self._unregister(client)
         return client
@@ -191,9 +195,7 @@ class ClientRegistry:
     # -- registration at the brokers ----------------------------------------------------------------------
 
     def register_soon(self, client: ClientState) -> None:
-        task = asyncio.get_running_loop().create_task(self._register(client))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._register(client))
 
     async def _register(self, client: ClientState) -> None:
         for topic in sorted(client.topics | {s.topic for s in client.subscriptions}):
@@ -223,11 +225,19 @@ class ClientRegistry:
         for client in gone:
             del self.clients[client.client_id]
             log.info("client_expired", client_id=client.client_id, group=client.group or None)
-            if client.registered:
-                task = asyncio.get_running_loop().create_task(self._unregister(client))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            self._spawn(self._gone(client))
         return gone
+
+    async def _gone(self, client: ClientState) -> None:
+        if self.on_gone is not None:
+            await self.on_gone(client.client_id)
+        if client.registered:
+            await self._unregister(client)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def heartbeat_all(self) -> None:
         self.expire(time.monotonic())

@@ -43,8 +43,20 @@ class ProxyConfig:
     min_invisible_time_mills_for_recv: int = field(default=10_000, metadata={"unit": "ms"})
     #: Longest invisible time a receive or a change of invisible duration may ask for.
     max_invisible_time_mills: int = field(default=12 * 3600 * 1000, metadata={"unit": "ms"})
-    #: Invisible time of a receive with ``auto_renew`` (push consumers).
+    #: Invisible time of a receive with ``auto_renew`` (push consumers), renewed while the client holds it.
     default_invisible_time_mills: int = field(default=60_000, metadata={"unit": "ms"})
+    #: Keep the messages of ``auto_renew`` receives invisible while their client holds them (RocketMQ's default).
+    enable_proxy_auto_renew: bool = True
+    #: A held message's invisible time is renewed this long before it runs out.
+    renew_ahead_time_millis: int = field(default=10_000, metadata={"unit": "ms"})
+    #: A message is renewed for at most this long.
+    renew_max_time_millis: int = field(default=3 * 3600 * 1000, metadata={"unit": "ms"})
+    #: How often held messages are looked at for renewal.
+    renew_schedule_period_millis: int = field(default=5_000, metadata={"unit": "ms"})
+    #: The invisible time left to the messages a departed client held.
+    invisible_time_millis_when_clear: int = field(default=1_000, metadata={"unit": "ms"})
+    #: Messages renewed at once, in all; beyond, a message comes back at its deadline.
+    max_renewed_handles: int = field(default=100_000, metadata={"unit": "count"})
     #: A receive long-polls at least this long (a shorter deadline is ILLEGAL_POLLING_TIME).
     grpc_client_consumer_min_long_polling_timeout_millis: int = field(default=5_000, metadata={"unit": "ms"})
     #: A receive long-polls at most this long (push consumers are told this as their long-polling timeout).

@@ -26,6 +26,7 @@ from pocketmq.proxy.checks import aggregate, check_group, check_topic, duration_
 from pocketmq.proxy.clients import ClientRegistry
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.errors import OK_STATUS, Code, ProxyError, status
+from pocketmq.proxy.renew import ReceiptHandles
 
 log = get_logger("pocketmq.proxy.consume")
 
@@ -38,10 +39,12 @@ NACK_INVISIBLE_MS = 1000
 class ConsumeCalls:
     """ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue."""
 
-    def __init__(self, config: ProxyConfig, backend: Backend, clients: ClientRegistry) -> None:
+    def __init__(self, config: ProxyConfig, backend: Backend, clients: ClientRegistry,
+                 renew: ReceiptHandles | None) -> None:
         self.config = config
         self.backend = backend
         self.clients = clients
+        self.renew = renew
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def stop(self) -> None:
@@ -80,7 +83,8 @@ class ConsumeCalls:
         settings = await self.backend.group_settings(group, self.config.default_max_delivery_attempts)
         fifo = client.settings.subscription.fifo if client.settings is not None and \
             client.settings.HasField("subscription") else settings.fifo
-        if request.auto_renew:
+        renew = self.renew if request.auto_renew and self.renew is not None else None
+        if renew is not None:
             invisible_ms = self.config.default_invisible_time_mills
         else:
             invisible_ms = duration_ms(request.invisible_duration)
@@ -106,6 +110,9 @@ class ConsumeCalls:
             if not deliver:
                 yield spb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))
             else:
+                if renew is not None:
+                    for msg, handle in deliver:
+                        renew.add(identity.client_id, group, topic, msg.uniq_key or msg.msg_id, handle)
                 async for item in self._deliver(deliver, group, topic):
                     yield item
         stamp = spb.ReceiveMessageResponse()
@@ -192,6 +199,14 @@ class ConsumeCalls:
             raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
         return handle
 
+    def _current(self, identity: CallIdentity, group: str, message_id: str, text: str) -> ReceiptHandle:
+        """The handle to use: the renewed one of a message this proxy keeps alive, else the client's."""
+        if self.renew is not None:
+            renewed = self.renew.take(identity.client_id, group, message_id)
+            if renewed is not None:
+                return renewed
+        return self._handle(text)
+
     async def ack_message(self, request: spb.AckMessageRequest, identity: CallIdentity,
                           context: aio.ServicerContext[Any, Any]) -> spb.AckMessageResponse:
         topic, group = request.topic.name, request.group.name
@@ -201,7 +216,8 @@ class ConsumeCalls:
         codes: set[int] = set()
         for entry in request.entries:
             try:
-                await self.backend.ack(group, topic, self._handle(entry.receipt_handle))
+                await self.backend.ack(group, topic, self._current(identity, group, entry.message_id,
+                                                                   entry.receipt_handle))
                 result = OK_STATUS
             except ProxyError as exc:
                 result = exc.status()
@@ -218,8 +234,8 @@ class ConsumeCalls:
         check_group(group)
         invisible_ms = duration_ms(request.invisible_duration)
         self._check_invisible(invisible_ms, 0)
-        handle = await self.backend.change_invisible(group, topic, self._handle(request.receipt_handle),
-                                                     invisible_ms)
+        handle = await self.backend.change_invisible(
+            group, topic, self._current(identity, group, request.message_id, request.receipt_handle), invisible_ms)
         return spb.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=handle.encode())
 
     async def forward_to_dlq(self, request: spb.ForwardMessageToDeadLetterQueueRequest, identity: CallIdentity,
@@ -228,7 +244,9 @@ class ConsumeCalls:
         topic, group = request.topic.name, request.group.name
         check_topic(topic)
         check_group(group)
-        await self.backend.send_to_dlq(group, topic, self._handle(request.receipt_handle), request.message_id)
+        await self.backend.send_to_dlq(
+            group, topic, self._current(identity, group, request.message_id, request.receipt_handle),
+            request.message_id)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
 
 

@@ -34,6 +34,7 @@ from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.consume import POP_MAX_NUMS, ConsumeCalls
 from pocketmq.proxy.errors import OK_STATUS, Code, ProxyError, code_of_response, status
 from pocketmq.proxy.metrics import CallMetrics
+from pocketmq.proxy.renew import ReceiptHandles
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection
@@ -61,7 +62,15 @@ class MessagingService:
         self.metrics = metrics
         self.auth = auth
         self.limits = config.limits()
-        self.consume = ConsumeCalls(config, backend, clients)
+        self.renew = ReceiptHandles(
+            backend, invisible_ms=config.default_invisible_time_mills, ahead_ms=config.renew_ahead_time_millis,
+            max_ms=config.renew_max_time_millis, clear_ms=config.invisible_time_millis_when_clear,
+            period_s=config.renew_schedule_period_millis / 1000, limit=config.max_renewed_handles,
+        ) if config.enable_proxy_auto_renew else None
+        if self.renew is not None:
+            clients.on_gone = self.renew.release
+            clients.service.add_child(self.renew.service)
+        self.consume = ConsumeCalls(config, backend, clients, self.renew)
         backend.on_request(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
 
     # -- the handler table ---------------------------------------------------------------------------------

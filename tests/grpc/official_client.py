@@ -151,23 +151,26 @@ def simple(args: dict[str, Any]) -> dict[str, Any]:
 
 
 class Recorder(MessageListener):  # type: ignore[misc]  # the client ships no types
-    def __init__(self, fail_first: int) -> None:
+    def __init__(self, fail_first: int, hold_first_s: float) -> None:
         self.lock = threading.Lock()
         self.got: list[dict[str, Any]] = []
         self.fail_first = fail_first
+        self.hold_first_s = hold_first_s
 
     def consume(self, message: Any) -> Any:
         with self.lock:
             self.got.append(message_record(message))
+            hold, self.hold_first_s = self.hold_first_s, 0
             if self.fail_first > 0:
                 self.fail_first -= 1
                 return ConsumeResult.FAILURE
+        time.sleep(hold)  # a slow listener: the message stays held (its handle renewed) meanwhile
         return ConsumeResult.SUCCESS
 
 
 def push(args: dict[str, Any]) -> dict[str, Any]:
     """A PushConsumer until ``want`` messages arrived and ``quiet_s`` passed without another (or ``timeout_s``)."""
-    recorder = Recorder(args.get("fail_first", 0))
+    recorder = Recorder(args.get("fail_first", 0), args.get("hold_first_s", 0))
     consumer = PushConsumer(config(args), args["group"], recorder, {args["topic"]: FilterExpression(args.get("filter",
                                                                                                             "*"))})
     consumer.startup()

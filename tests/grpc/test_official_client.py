@@ -82,6 +82,20 @@ async def test_push_consumer_consumes_every_message_exactly_once(pc: ProxyCluste
     assert got["fifo"] is False
 
 
+async def test_a_message_held_longer_than_its_invisible_time_is_renewed_not_redelivered(tmp_path: Path) -> None:
+    async with proxy_cluster(tmp_path, default_invisible_time_mills=3000, renew_ahead_time_millis=1500,
+                             renew_schedule_period_millis=200) as pc:
+        await pc.topic("TRenew")
+        sent = await pc.client("produce", topic="TRenew", count=3)
+        got = await pc.client("push", topic="TRenew", group="GRenew", want=3, timeout_s=60, quiet_s=3,
+                              hold_first_s=8)
+        counts = Counter(m["message_id"] for m in got["received"])
+        assert set(counts) == {s["message_id"] for s in sent["sent"]}
+        assert set(counts.values()) == {1}  # held 8 s with a 3 s invisible time: renewed, acked once
+        assert pc.proxy.service.renew is not None and pc.proxy.service.renew.renewals >= 2
+        assert not pc.proxy.service.renew.held  # acked with the renewed handle: nothing left to renew
+
+
 async def test_fifo_message_groups_arrive_in_order(pc: ProxyCluster) -> None:
     await pc.topic("TFifo", "FIFO", queues=4)
     await pc.fifo_group("GFifo")
