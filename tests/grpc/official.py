@@ -23,12 +23,13 @@ class ClientFailed(AssertionError):
     """A scenario that exited with an error or timed out (its stderr and the client's log tail attached)."""
 
 
-async def run(scenario: str, args: dict[str, Any], *, home: Path, timeout: float = 60.0) -> dict[str, Any]:
-    """Run one scenario of ``official_client.py`` and return the JSON it printed."""
+async def run(scenario: str, args: dict[str, Any], *, home: Path, timeout: float = 60.0,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one scenario of ``official_client.py`` (``env`` added to its environment) and return what it printed."""
     python = await asyncio.to_thread(official_python)
     await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "PYTHONUNBUFFERED": "1",
-           "PYTHONDONTWRITEBYTECODE": "1", "GRPC_ENABLE_FORK_SUPPORT": "false"}
+           "PYTHONDONTWRITEBYTECODE": "1", "GRPC_ENABLE_FORK_SUPPORT": "false", **(env or {})}
     proc = await asyncio.create_subprocess_exec(
         str(python), str(SCRIPT), scenario, json.dumps(args), stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(home), env=env)

@@ -75,7 +75,8 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
     """Send ``count`` messages of ``kind`` (normal, fifo, delay, tx); tx: ``commit`` commits, else leaves it open and
     waits for the broker's check-back (the checker commits)."""
     checker = Checker()
-    producer = Producer(config(args), (args["topic"],), checker if args.get("kind") == "tx" else None)
+    producer = Producer(config(args), (args["topic"],), checker if args.get("kind") == "tx" else None,
+                        tls_enable=args.get("tls", False))
     producer.startup()
     sent, errors = [], []
     try:

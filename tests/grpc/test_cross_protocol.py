@@ -16,6 +16,7 @@ from pocketmq.common.consumer import ConsumeFromWhere
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.server import ProxyServer
 from tests.client.consumer.consumer_support import Recorder, cluster, instance_name, push_consumer
+from tests.grpc import official
 from tests.grpc.support import BROKER_PROPS, ProxyCluster, create_topic, proxy_cluster
 from tests.helpers import eventually
 
@@ -83,6 +84,24 @@ async def test_local_mode_broker_serves_the_official_client(tmp_path: Path) -> N
         assert tx["checked"] == [tx["sent"][0]["message_id"]]
         got = await local.client("push", topic="TLocal", group="GLocal", want=4, timeout_s=40, quiet_s=1)
         assert sorted(m["message_id"] for m in got["received"]) == sorted(s["message_id"] for s in sent["sent"])
+
+
+async def test_tls_when_configured(tmp_path: Path) -> None:
+    cert, key = tmp_path / "proxy.crt", tmp_path / "proxy.key"
+    done = await asyncio.create_subprocess_exec(
+        "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    assert await done.wait() == 0
+    async with proxy_cluster(tmp_path, tls_cert_path=str(cert), tls_key_path=str(key)) as pc:
+        await pc.topic("TTls")
+        home = tmp_path / "tls-client"
+        # The client trusts the proxy's certificate through gRPC's root store override.
+        sent = await official.run("produce", {"endpoints": pc.endpoints, "topic": "TTls", "count": 2, "tls": True},
+                                  home=home, env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(cert)})
+        assert not sent["errors"] and len(sent["sent"]) == 2
+        plain = await pc.client("produce", topic="TTls", count=1, request_timeout=1)
+        assert not plain["sent"]  # a plaintext client gets nowhere
 
 
 ACL_FILE = """\
