@@ -434,7 +434,7 @@ class PopService:
 
     async def settle(self, live: LiveCheckPoint, offsets: list[int]) -> bool:
         """Settle ``offsets`` of ``live`` now and write their ack record; on failure they are in flight again."""
-        settled = [o for o in offsets if self.state.settle(live, o)]
+        settled = self.state.settle_many(live, offsets)
         if not settled:
             return False
         live.pending_acks += 1
@@ -468,7 +468,7 @@ class PopService:
         if handle.offset >= 0 and handle.offset != offset:
             raise PopError(ResponseCode.NO_MESSAGE, f"the receipt handle names offset {handle.offset}, "
                                                     f"the request {offset}")
-        if ((topic, group, queue_id), offset) in self._changing:
+        if self._changing and ((topic, group, queue_id), offset) in self._changing:
             raise PopError(ResponseCode.SYSTEM_BUSY, "a change of this message's invisible time is in progress")
         live = self.state.find((topic, group, queue_id, handle.start_offset, handle.retrieve_time), offset)
         if live is None:

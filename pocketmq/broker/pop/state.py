@@ -124,22 +124,25 @@ class PopState:
         """A check point takes over its offsets (see the module docstring) and its deadline is watched."""
         live = LiveCheckPoint(ck, revive_qid)
         state = self.queue((ck.topic, ck.group, ck.queue_id))
-        owners = state.owners
+        owners, counts, heap = state.owners, state.counts, state.heap
+        new = 0
         for offset in ck.offsets:
             previous = owners.get(offset)
             if previous is not None:
                 previous.live -= 1
                 if ck.order and previous.ck.pop_time != ck.pop_time:
-                    state.counts[offset] = state.counts.get(offset, 0) + 1
+                    counts[offset] = counts.get(offset, 0) + 1
                 if previous.live <= 0 and previous.pending_acks <= 0:
                     self._drop(previous)
             else:
-                self._count(ck.group, 1)
+                new += 1
                 if ck.order:
-                    state.counts.setdefault(offset, 0)
-                heapq.heappush(state.heap, offset)
+                    counts.setdefault(offset, 0)
+                heapq.heappush(heap, offset)
             owners[offset] = live
-            live.live += 1
+        live.live = len(ck.offsets)
+        if new:
+            self._count(ck.group, new)
         self._index.setdefault(ck.key, []).append(live)
         heapq.heappush(self._deadlines, (ck.deadline, next(self._sequence), live))
         return live
@@ -169,16 +172,25 @@ class PopState:
 
     def settle(self, live: LiveCheckPoint, offset: int) -> bool:
         """The message at ``offset`` is acked or revived: ``live`` no longer owns it. False if it did not."""
+        return bool(self.settle_many(live, (offset,)))
+
+    def settle_many(self, live: LiveCheckPoint, offsets: Iterable[int]) -> list[int]:
+        """:meth:`settle` for several offsets of one check point; the ones it owned (now settled)."""
         state = self.queues.get((live.ck.topic, live.ck.group, live.ck.queue_id))
-        if state is None or state.owners.get(offset) is not live:
-            return False
-        del state.owners[offset]
-        state.counts.pop(offset, None)
-        self._count(live.ck.group, -1)
-        live.live -= 1
-        if live.live <= 0 and live.pending_acks <= 0:
-            self._drop(live)
-        return True
+        if state is None:
+            return []
+        owners, counts = state.owners, state.counts
+        settled = [o for o in offsets if owners.get(o) is live]
+        for offset in settled:
+            del owners[offset]
+            if counts:
+                counts.pop(offset, None)
+        if settled:
+            self._count(live.ck.group, -len(settled))
+            live.live -= len(settled)
+            if live.live <= 0 and live.pending_acks <= 0:
+                self._drop(live)
+        return settled
 
     def reown(self, live: LiveCheckPoint, offsets: list[int]) -> None:
         """An ack that could not be stored: ``live`` owns ``offsets`` again (those nobody took meanwhile) and its

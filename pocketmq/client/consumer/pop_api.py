@@ -89,25 +89,27 @@ def popped_messages(response: RemotingCommand, topic: str, broker_name: str, ord
     messages = decode_messages(response.body or b"", broker_name=broker_name)
     try:
         starts = parse_start_offset_info(header.start_offset_info)
-        listed = parse_msg_offset_info(header.msg_offset_info)
+        listed = {key: set(offsets) for key, offsets in parse_msg_offset_info(header.msg_offset_info).items()}
         counts = parse_order_count_info(header.order_count_info) if order else {}
     except PopFormatError as exc:
         raise PopMessageError(str(exc)) from None
+    # The handle of every message of one (retry marker, queue) differs only by its offset: built once per queue.
+    prefixes: dict[tuple[str, int], str] = {}
+    times = f"{header.pop_time} {header.invisible_time} {header.revive_qid}"
     for msg in messages:
         marker = retry_marker(msg.topic)
         key = info_key(marker, msg.queue_id)
-        start = starts.get(key)
-        if start is None or msg.queue_offset not in listed.get(key, ()):
+        if msg.queue_offset not in listed.get(key, ()):
             raise PopMessageError(f"the pop response lists no offset for {msg.topic} queue {msg.queue_id} "
                                   f"offset {msg.queue_offset}")
-        handle = ReceiptHandle(start, header.pop_time, header.invisible_time, header.revive_qid, marker,
-                               broker_name, msg.queue_id, msg.queue_offset)
-        msg.add_property(_POP_CK, handle.extra_info())
-        count = counts.get(info_key(marker, queue_offset_key(msg.queue_id, msg.queue_offset)))
-        if count is None:
-            count = counts.get(key)
-        if count:
-            msg.reconsume_times = count
+        prefix = prefixes.get((marker, msg.queue_id))
+        if prefix is None:
+            prefix = prefixes[(marker, msg.queue_id)] = f"{starts[key]} {times} {marker} {broker_name} {msg.queue_id} "
+        msg.add_property(_POP_CK, prefix + str(msg.queue_offset))
+        if order:
+            count = counts.get(info_key(marker, queue_offset_key(msg.queue_id, msg.queue_offset)), counts.get(key))
+            if count:
+                msg.reconsume_times = count
         msg.topic = topic
     return PopResponse(True, messages, header.rest_num)
 
@@ -176,20 +178,23 @@ class PopAPI:
     async def ack_batch(self, messages: Sequence[MessageExt]) -> None:
         """BATCH_ACK_MESSAGE, one request per broker group (the Java client's merge: one bit set per pop of a
         queue); raises the first broker's refusal."""
-        by_broker: dict[str, dict[tuple[str, str, int, int, int], BatchAck]] = {}
-        topics: dict[str, str] = {}
+        groups: dict[tuple[str, str], list[int]] = {}
         for msg in messages:
-            h = receipt_handle(msg)
-            topics[h.broker_name] = msg.topic
-            merged = by_broker.setdefault(h.broker_name, {})
-            key = (msg.topic, h.topic_type, h.queue_id, h.start_offset, h.retrieve_time)
-            ack = merged.get(key)
-            if ack is None:
-                ack = merged[key] = BatchAck(self.group, msg.topic, h.topic_type, h.start_offset, h.queue_id,
-                                             h.revive_queue_id, h.retrieve_time, h.invisible_time)
-            ack.offsets.append(h.offset)
-        for broker, merged in by_broker.items():
-            body = encode_batch_ack_body(broker, list(merged.values()))
+            raw = msg.get_property(_POP_CK)
+            prefix, _, offset = (raw or "").rpartition(" ")
+            if not prefix or not offset.lstrip("-").isdigit():
+                receipt_handle(msg)  # raises the clear error
+            groups.setdefault((msg.topic, prefix), []).append(int(offset))
+        by_broker: dict[str, list[BatchAck]] = {}
+        topics: dict[str, str] = {}
+        for (topic, prefix), offsets in groups.items():
+            h = ReceiptHandle.decode(f"{prefix} {offsets[0]}")
+            topics[h.broker_name] = topic
+            by_broker.setdefault(h.broker_name, []).append(BatchAck(
+                self.group, topic, h.topic_type, h.start_offset, h.queue_id, h.revive_queue_id, h.retrieve_time,
+                h.invisible_time, offsets))
+        for broker, acks in by_broker.items():
+            body = encode_batch_ack_body(broker, acks)
             response = await self._invoke(topics[broker], broker,
                                           RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, None, body),
                                           self.timeout)
