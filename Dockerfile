@@ -1,19 +1,35 @@
-# PocketMQ image: every process of the cluster (rmq-namesrv, rmq-broker, rmq-admin, rmq-cluster) from one image.
-# The install step is the Makefile's (python -m pip install of the project), without the dev extra; setup.py builds
-# the compiled hot path where the image has a C compiler and Cython, and installs plain Python where not.
-FROM python:3.11-slim
+# PocketMQ image: every process (rmq-namesrv, rmq-broker, rmq-admin, rmq-cluster, rmq-console...) from one image.
+#
+# BASE_IMAGE is what the image runs on; BUILDER_IMAGE (default: the same) installs the project into a virtual
+# environment that is then copied over alone, so no pip, build dependency or download cache is left in the image.
+# The slim default has no C compiler and installs plain Python; a builder with one and the Python headers
+# (--build-arg BUILDER_IMAGE=python:3.11) compiles the hot path. Both must carry the same Python at the same path.
+# docs/docker.md says how to build, run and test it.
+ARG BASE_IMAGE=python:3.11-slim
+ARG BUILDER_IMAGE=${BASE_IMAGE}
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-WORKDIR /opt/pocketmq
-
-COPY pyproject.toml setup.py MANIFEST.in README.md ./
+FROM ${BUILDER_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+COPY pyproject.toml setup.py MANIFEST.in README.md LICENSE ./
 COPY pocketmq ./pocketmq
-RUN python -m pip install --upgrade pip && python -m pip install . \
-    && ln -s "$(python -c 'from pocketmq.conf import presets_dir; print(presets_dir())')" /opt/pocketmq/conf \
-    && useradd --system --uid 10001 --home-dir /data pocketmq && mkdir -p /data && chown pocketmq /data
+RUN python -m venv /opt/pocketmq/venv \
+    && /opt/pocketmq/venv/bin/python -m pip install . \
+    && /opt/pocketmq/venv/bin/python -m pip uninstall --yes pip setuptools
 
-USER pocketmq
+FROM ${BASE_IMAGE}
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/pocketmq/venv/bin:$PATH
+COPY --from=build /opt/pocketmq/venv /opt/pocketmq/venv
+# /opt/pocketmq/conf: the presets (conf/<preset>/<broker>.properties) at a fixed path for -c.
+RUN ln -s "$(python -c 'from pocketmq.conf import presets_dir; print(presets_dir())')" /opt/pocketmq/conf \
+    && groupadd --system --gid 10001 pocketmq \
+    && useradd --system --uid 10001 --gid pocketmq --home-dir /data --no-create-home pocketmq \
+    && mkdir -p /data && chown pocketmq:pocketmq /data
+
+USER 10001:10001
+WORKDIR /data
+# Named volumes start as a copy of this directory, owned by the pocketmq user.
 VOLUME ["/data"]
-# name server, broker listen port, master HA port (see conf/ for the per-broker ports of a preset)
-EXPOSE 9876 10911 10912
-CMD ["rmq-namesrv", "--port", "9876"]
+# Name server, broker listen port (see conf/ for each preset broker's own port; docker-compose.yml publishes them).
+EXPOSE 9876 10911
+CMD ["rmq-namesrv", "--port", "9876", "--kv-config-path", "/data/kvConfig.json"]

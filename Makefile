@@ -10,7 +10,7 @@ ifeq ($(PURE),1)
 export POCKETMQ_PURE_PYTHON := 1
 endif
 
-.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs dist test-installed install-chromium console bench-console
+.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs dist test-installed install-chromium console bench-console docker-engine test-docker
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -40,8 +40,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) compiled install-chromium
-	$(BIN)/pytest -q
+pytest: $(STAMP) compiled install-chromium docker-engine
+	$(BIN)/pytest -q --durations=30
 
 # The byte-exact codec tests and the compiled-build check from the plain sources (CI runs them beside `test`).
 test-pure: $(STAMP)
@@ -108,3 +108,14 @@ dist: $(STAMP)
 # What a user installs, tested as a user runs it (tests/packaging; docs/install.md). `make pytest` runs it too.
 test-installed: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider tests/packaging
+
+# The container engine tests/docker starts and stops itself (Debian's docker.io and docker-compose, and debootstrap
+# for its base image). Where they cannot be installed (not root, no apt-get) that test is skipped with the reason.
+docker-engine:
+	@{ command -v dockerd && command -v docker-compose && command -v debootstrap; } >/dev/null || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y docker.io docker-compose debootstrap; } || \
+		echo "docker-engine: not installed here; tests/docker will be skipped"
+
+# docker compose up on a private engine, as tests/docker/test_compose.py runs it (docs/docker.md).
+test-docker: $(STAMP) docker-engine
+	$(BIN)/pytest -q -m docker tests/docker

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ConsumeResult,
         ConsumerStateError,
         InvalidMessageError,
+        LitePullConsumer,
         Message,
         MessageBatch,
         MessageExt,
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
         PullStatus,
         PushConsumer,
         RemotingError,
+        ReplyMessageError,
+        RequestExpiredError,
+        RequestTableFullError,
+        RequestTimeoutError,
         ResponseError,
         SendAttemptHook,
         SendCallback,
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
         TransactionProducer,
         TransactionSendResult,
         TransactionState,
+        create_reply_message,
     )
 
 try:
@@ -72,6 +78,7 @@ __all__ = [
     "ConsumeResult",
     "ConsumerStateError",
     "InvalidMessageError",
+    "LitePullConsumer",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -91,6 +98,10 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "RemotingError",
+    "ReplyMessageError",
+    "RequestExpiredError",
+    "RequestTableFullError",
+    "RequestTimeoutError",
     "ResponseError",
     "SendAttemptHook",
     "SendCallback",
@@ -103,6 +114,7 @@ __all__ = [
     "TransactionProducer",
     "TransactionSendResult",
     "TransactionState",
+    "create_reply_message",
 ]
 
 

@@ -14,6 +14,11 @@ from pocketmq.namesrv.controller import NamesrvController
 from tests.cluster import start_broker, start_namesrv
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The container tests run last: CI makes their base image beside the rest of the suite."""
+    items.sort(key=lambda item: item.get_closest_marker("docker") is not None)
+
+
 @pytest.fixture
 async def namesrv(tmp_path: Path) -> AsyncIterator[NamesrvController]:
     ns = await start_namesrv(tmp_path)

@@ -8,6 +8,7 @@ Every call has a timeout; a non-SUCCESS answer raises :class:`AdminError` with t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,11 @@ from pocketmq.remoting.headers import (
 )
 
 __all__ = ["AdminClient", "AdminError", "BrokerInfo", "QueueStatus", "queue_lag", "split_namesrv"]
+
+#: Topics per UPDATE_AND_CREATE_TOPIC_LIST request (~130 KiB of JSON; a broker takes up to 10,000).
+TOPIC_LIST_CHUNK = 1000
+#: UPDATE_AND_CREATE_TOPIC requests in flight at once when a broker has no UPDATE_AND_CREATE_TOPIC_LIST.
+_ONE_BY_ONE_CONCURRENCY = 16
 
 
 class AdminError(Exception):
@@ -207,6 +213,37 @@ class AdminClient:
         for addr in addrs:
             await self.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields())
         return addrs
+
+    async def update_topic_list(self, configs: Sequence[TopicConfig], *, cluster: str | None = None,
+                                broker_addr: str | None = None, chunk: int = TOPIC_LIST_CHUNK) -> list[str]:
+        """Create or change ``configs`` on every master of ``cluster`` (or on ``broker_addr``) with RocketMQ 5's
+        UPDATE_AND_CREATE_TOPIC_LIST, ``chunk`` topics a request; a broker without it (a RocketMQ 4 broker)
+        gets one UPDATE_AND_CREATE_TOPIC per topic, a few at a time."""
+        addrs = await self.master_addrs(cluster, broker_addr)
+        if not addrs:
+            raise AdminError("no master broker found to create the topics on")
+        for addr in addrs:
+            for start in range(0, len(configs), chunk):
+                part = configs[start:start + chunk]
+                body = rd.encode_body({"topicConfigList": [c.to_json_dict() for c in part]})
+                resp = await self.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, body=body,
+                                       ok=(ResponseCode.SUCCESS, ResponseCode.REQUEST_CODE_NOT_SUPPORTED))
+                if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                    await self._update_topics_one_by_one(addr, configs[start:])
+                    break
+        return addrs
+
+    async def _update_topics_one_by_one(self, addr: str, configs: Sequence[TopicConfig]) -> None:
+        pending = list(configs)
+
+        async def worker() -> None:
+            while pending:
+                c = pending.pop()
+                header = CreateTopicRequestHeader(c.topic_name, "TBW102", c.read_queue_nums, c.write_queue_nums,
+                                                  c.perm, c.topic_filter_type, c.topic_sys_flag, c.order)
+                await self.call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_fields())
+
+        await asyncio.gather(*(worker() for _ in range(min(_ONE_BY_ONE_CONCURRENCY, len(pending)))))
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` on every master of ``cluster`` and then from every name server."""

@@ -29,6 +29,7 @@ from pocketmq.admin import (
     commands_disk,
     commands_groups,
     commands_pop,
+    commands_topics,
     query_commands,
 )
 from pocketmq.admin.api import AdminClient, AdminError, split_namesrv
@@ -210,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-b", "--broker", help="one master address (default: every master)")
     s.add_argument("-c", "--cluster")
     query_commands.add_parsers(sub, common)
-    for module in (commands_groups, commands_clients, commands_broker, commands_pop, commands_disk):
+    for module in (commands_groups, commands_clients, commands_broker, commands_disk, commands_pop, commands_topics):
         COMMANDS.update(module.register(sub, common))
     sub.add_parser("export", help="copy a broker's commit log (see rmq-admin export -h)", add_help=False)
     sub.add_parser("verify-export", help="check an export against its manifest", add_help=False)

@@ -26,6 +26,10 @@ WORKLOADS = {
                 "the console's list pages with thousands of topics and groups, and its dashboard in chromium"),
     "compare": ("pocketmq.bench.compare.cli",
                 "PocketMQ beside NATS JetStream, Redis Streams and RabbitMQ; writes docs/perf/compare-results.md"),
+    "reply": ("pocketmq.bench.reply_bench", "request-reply round trip through a live consumer beside W3's lone send"),
+    "lite-pull": ("pocketmq.bench.lite_pull_bench", "LitePullConsumer.poll reading a backlog beside the push W4"),
+    "scale": ("pocketmq.bench.scale_bench",
+              "thousands of topics, groups, queues and clients: growth curves of latency, memory, files, CPU"),
 }
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import os
 import shutil
 import signal
@@ -19,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import structlog
 import uvloop
 
 from pocketmq.remoting.client import RemotingClient
@@ -56,8 +54,8 @@ class Child:
                 self._ready.set()
         self._ready.set()
 
-    def wait_ready(self) -> str:
-        if not self._ready.wait(READY_TIMEOUT) or not self.addr:
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> str:
+        if not self._ready.wait(timeout) or not self.addr:
             self.stop()
             raise RuntimeError(f"{self.popen.args!r} did not become ready:\n" + "\n".join(self.tail))
         return self.addr
@@ -200,11 +198,6 @@ async def wait_for_route(producer: Producer, topic: str, timeout: float = 30.0) 
     raise RuntimeError(f"no route for {topic}")
 
 
-def quiet_logs() -> None:
-    """Only errors from the SDK and the store in a benchmark's output."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
-
-
 def run_bench(args: argparse.Namespace, name: str,
               bench: Callable[[str, Child | None], Coroutine[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
     """``bench(namesrv, broker)`` on uvloop against ``--namesrv`` or our own :func:`local_cluster` (``broker`` is
@@ -218,3 +211,32 @@ def run_bench(args: argparse.Namespace, name: str,
         if args.pin:
             pin_self()
         return uvloop.run(bench(namesrv, broker))
+
+
+def add_own_cluster_arguments(parser: argparse.ArgumentParser, *, pin: bool = True) -> None:
+    """``--pin`` (default ``pin``), ``--keep-dir`` and ``--json`` of a benchmark that always starts its own cluster."""
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=pin,
+                        help=f"pin the broker and this process to different CPUs (default {'on' if pin else 'off'})")
+    parser.add_argument("--keep-dir", action="store_true", help="keep the cluster's temporary directory")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run_on_own_cluster(args: argparse.Namespace, name: str,
+                       bench: Callable[[Cluster], Coroutine[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
+    """``bench`` on uvloop against :func:`local_cluster` (this process pinned with ``--pin``); its summary gets the
+    load average before and after (the machine may be shared: figures are read beside it)."""
+    load_before = os.getloadavg()
+    with local_cluster(args, name) as cluster:
+        if args.pin:
+            pin_self()
+        summary: dict[str, Any] = uvloop.run(bench(cluster))
+    summary["loadavg_before"], summary["loadavg_after"] = load_before, os.getloadavg()
+    summary["cpus"] = os.cpu_count()
+    return summary
+
+
+def format_load(summary: dict[str, Any]) -> str:
+    """The load-average line of a summary made by :func:`run_on_own_cluster`."""
+    before, after = summary["loadavg_before"], summary["loadavg_after"]
+    return (f"load average before {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}, "
+            f"after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f} ({summary['cpus']} CPUs)")

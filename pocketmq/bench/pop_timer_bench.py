@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pocketmq.admin.api import AdminClient, split_namesrv
-from pocketmq.bench.common import Child, create_topic, percentiles, quiet_logs, run_bench, wait_for_route, wait_idle
+from pocketmq.bench.common import Child, create_topic, percentiles, run_bench, wait_for_route, wait_idle
+from pocketmq.bench.compare.pocketmq import quiet_logs
 from pocketmq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, SimpleConsumer
 from pocketmq.client.consumer.pull import PullConsumer
 from pocketmq.client.consumer.pull_result import PullStatus
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=int, default=100_000, help="backlog of the pop phase (100,000)")
     parser.add_argument("--size", type=int, default=1024, help="message body bytes of the pop phase (1024)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the topics (8)")
-    parser.add_argument("--receivers", type=int, default=8, help="concurrent receive loops of the SimpleConsumer (8)")
+    parser.add_argument("--receivers", type=int, default=16, help="concurrent receive loops of the SimpleConsumer (16)")
     parser.add_argument("--timers", type=int, default=100_000, help="timer messages of the timers phase (100,000)")
     parser.add_argument("--spread", type=float, default=10.0, help="seconds their due times spread over (10)")
     parser.add_argument("--lead", type=float, default=120.0,

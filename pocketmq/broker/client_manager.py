@@ -6,6 +6,15 @@ sets omitted, and msgpack from our own SDK. :func:`parse_heartbeat` turns all of
 (subscriptions are the model's :class:`~pocketmq.common.subscription.SubscriptionData`).
 A client is forgotten when its connection closes or it unregisters; silent connections are closed by the
 remoting server's idle scan (120 s).
+
+Costs stay per client, not per cluster: the groups each connection's clients are in are indexed by connection (a
+closing connection touches its own groups, not all of them), and a heartbeat whose body is byte for byte the one
+the same connection sent last (what a client sends every 30 s while nothing changes) is not parsed again
+(:meth:`ClientManager.known_heartbeat`).
+
+:meth:`ClientManager.find_channel` finds a client's live connection by its client id (RocketMQ's
+``ProducerManager.findChannel``): the broker pushes a request's reply to it (PUSH_REPLY_MESSAGE_TO_CLIENT).
+Every heartbeat indexes its client, producer or consumer, so a client that only consumes is found too.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ _E = TypeVar("_E", bound=WireEnum)
 #: Bounds on what one heartbeat may register: a heartbeat is untrusted input.
 MAX_GROUPS_PER_HEARTBEAT = 1024
 MAX_SUBSCRIPTIONS_PER_GROUP = 1024
+#: Client ids indexed for :meth:`ClientManager.find_channel` at most (connections are capped lower than this).
+MAX_INDEXED_CLIENTS = 65_536
 
 
 def _lenient(value: object, default: _E) -> _E:
@@ -122,19 +133,71 @@ class ConsumerGroupInfo:
         return sorted(self.channels)
 
 
+@dataclass(slots=True)
+class _Registered:
+    """What one connection's clients are registered as: (group, client id) pairs, and its last heartbeat."""
+
+    producers: set[tuple[str, str]] = field(default_factory=set)
+    consumers: set[tuple[str, str]] = field(default_factory=set)
+    body: bytes = b""
+    groups: tuple[str, ...] = ()
+
+
 class ClientManager:
     """Producer and consumer groups with their live client channels."""
 
     def __init__(self) -> None:
         self.producers: dict[str, dict[str, ClientChannel]] = {}
         self.consumers: dict[str, ConsumerGroupInfo] = {}
+        self._by_conn: dict[Connection, _Registered] = {}
+        #: client id → the channel of its latest heartbeat (see :meth:`find_channel`).
+        self._by_client: dict[str, ClientChannel] = {}
+
+    def known_heartbeat(self, conn: Connection, body: bytes) -> tuple[str, ...] | None:
+        """When ``body`` is the last heartbeat ``conn`` sent (and nothing unregistered its clients since): its
+        consumer groups, with the channels' times refreshed; None otherwise (the caller parses it)."""
+        registered = self._by_conn.get(conn)
+        if registered is None or not body or registered.body != body:
+            return None
+        now = time.monotonic()
+        for group, client_id in registered.consumers:
+            info = self.consumers.get(group)
+            channel = info.channels.get(client_id) if info is not None else None
+            if channel is not None and channel.connection is conn:
+                channel.last_update = now
+        for group, client_id in registered.producers:
+            channel = self.producers.get(group, {}).get(client_id)
+            if channel is not None and channel.connection is conn:
+                channel.last_update = now
+        return registered.groups
+
+    def remember(self, conn: Connection, body: bytes, data: HeartbeatData) -> None:
+        """``body`` (parsed as ``data``) is ``conn``'s latest heartbeat."""
+        registered = self._by_conn.get(conn)
+        if registered is not None:
+            registered.body = body
+            registered.groups = tuple(c.group_name for c in data.consumers)
+
+    @staticmethod
+    def _channel(old: ClientChannel | None, client_id: str, conn: Connection, now: float, language: str,
+                 version: int) -> ClientChannel:
+        if old is not None and old.connection is conn and old.language == language and old.version == version:
+            old.last_update = now
+            return old
+        return ClientChannel(client_id, conn, now, language, version)
 
     def heartbeat(self, data: HeartbeatData, conn: Connection, language: str = "JAVA", version: int = 0) -> list[str]:
         """Record a heartbeat; returns the consumer groups whose membership changed."""
         now = time.monotonic()
+        registered = self._by_conn.get(conn)
+        if registered is None:
+            registered = self._by_conn[conn] = _Registered()
+        client_id = data.client_id
+        self._index(self._channel(self._by_client.get(client_id), client_id, conn, now, language, version))
         for group in data.producer_groups:
-            self.producers.setdefault(group, {})[data.client_id] = ClientChannel(data.client_id, conn, now,
-                                                                                 language, version)
+            channels = self.producers.setdefault(group, {})
+            channels[client_id] = self._channel(channels.get(client_id), client_id, conn, now, language, version)
+            registered.producers.add((group, client_id))
         changed = []
         for consumer in data.consumers:
             info = self.consumers.get(consumer.group_name)
@@ -146,34 +209,73 @@ class ClientManager:
             info.message_model = consumer.message_model
             info.consume_from_where = consumer.consume_from_where
             info.subscriptions = {s.topic: s for s in consumer.subscriptions}
-            if data.client_id not in info.channels:
+            old = info.channels.get(client_id)
+            if old is None:
                 changed.append(consumer.group_name)
-            info.channels[data.client_id] = ClientChannel(data.client_id, conn, now, language, version)
+            info.channels[client_id] = self._channel(old, client_id, conn, now, language, version)
+            registered.consumers.add((consumer.group_name, client_id))
         return changed
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> list[str]:
         if producer_group:
-            self.producers.get(producer_group, {}).pop(client_id, None)
+            self._forget(self.producers.get(producer_group, {}).pop(client_id, None), producer_group, False)
         changed = []
         if consumer_group:
             info = self.consumers.get(consumer_group)
-            if info is not None and info.channels.pop(client_id, None) is not None:
+            channel = info.channels.pop(client_id, None) if info is not None else None
+            if channel is not None:
+                self._forget(channel, consumer_group, True)
                 changed.append(consumer_group)
         return changed
 
+    def _forget(self, channel: ClientChannel | None, group: str, consumer: bool) -> None:
+        """``channel``'s client left ``group``: its connection's next heartbeat is parsed again, and the client is
+        no longer found by id once it is in no group over that connection."""
+        registered = self._by_conn.get(channel.connection) if channel is not None else None
+        if channel is None or registered is None:
+            return
+        registered.body = b""
+        (registered.consumers if consumer else registered.producers).discard((group, channel.client_id))
+        client_id = channel.client_id
+        if not any(cid == client_id for pairs in (registered.producers, registered.consumers) for _g, cid in pairs):
+            indexed = self._by_client.get(client_id)
+            if indexed is not None and indexed.connection is channel.connection:
+                del self._by_client[client_id]
+
     def connection_closed(self, conn: Connection) -> list[str]:
         """Forget every client registered over ``conn``; returns consumer groups that changed."""
-        for group in self.producers.values():
-            for cid in [cid for cid, ch in group.items() if ch.connection is conn]:
-                del group[cid]
-        changed = []
-        for name, info in self.consumers.items():
-            gone = [cid for cid, ch in info.channels.items() if ch.connection is conn]
-            for cid in gone:
-                del info.channels[cid]
-            if gone:
-                changed.append(name)
-        return changed
+        registered = self._by_conn.pop(conn, None)
+        if registered is None:
+            return []
+        for _group, client_id in (*registered.producers, *registered.consumers):
+            indexed = self._by_client.get(client_id)
+            if indexed is not None and indexed.connection is conn:
+                del self._by_client[client_id]
+        for group, client_id in registered.producers:
+            channels = self.producers.get(group)
+            if channels is not None and (ch := channels.get(client_id)) is not None and ch.connection is conn:
+                del channels[client_id]
+        changed = set()
+        for group, client_id in registered.consumers:
+            info = self.consumers.get(group)
+            if info is not None and (ch := info.channels.get(client_id)) is not None and ch.connection is conn:
+                del info.channels[client_id]
+                changed.add(group)
+        return sorted(changed)
+
+    def find_channel(self, client_id: str) -> ClientChannel | None:
+        """The live channel of the client ``client_id`` (any group), None when it is not connected."""
+        channel = self._by_client.get(client_id)
+        return channel if channel is not None and not channel.connection.is_closed else None
+
+    def _index(self, channel: ClientChannel) -> None:
+        by_client = self._by_client
+        if channel.client_id not in by_client and len(by_client) >= MAX_INDEXED_CLIENTS:
+            for cid in [cid for cid, ch in by_client.items() if ch.connection.is_closed]:
+                del by_client[cid]
+            if len(by_client) >= MAX_INDEXED_CLIENTS:
+                return  # a connection that heartbeats for thousands of made-up ids gets no more of them indexed
+        by_client[channel.client_id] = channel
 
     def producer_count(self) -> int:
         return sum(len(g) for g in self.producers.values())

@@ -8,6 +8,7 @@ Durations keep RocketMQ's units (``registerNameServerPeriod`` in ms) so existing
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,10 +19,11 @@ from pocketmq.ha.config import PROPERTY_NAMES as HA_PROPERTY_NAMES
 from pocketmq.ha.config import HAConfig
 from pocketmq.store.config import PROPERTY_NAMES, BrokerRole, FlushDiskType, StoreConfig
 
-__all__ = ["BrokerConfig", "BrokerRole", "FlushDiskType", "format_broker_config", "load_broker_config"]
+__all__ = ["BrokerConfig", "BrokerRole", "FlushDiskType", "format_broker_config", "ha_address_host",
+           "load_broker_config", "resolve_broker_ips"]
 
 #: Keys RocketMQ's sample files carry that PocketMQ accepts and ignores (docs/design/decisions.md says why).
-IGNORED_KEYS = frozenset({"brokerIP2", "transientStorePoolEnable", "sendMessageThreadPoolNums",
+IGNORED_KEYS = frozenset({"transientStorePoolEnable", "sendMessageThreadPoolNums",
                           "pullMessageThreadPoolNums", "useReentrantLockWhenPutMessage"})
 
 
@@ -41,8 +43,12 @@ class BrokerConfig:
     listen_host: str = "0.0.0.0"
     #: The broker's remoting port; 0 picks a free one.
     listen_port: int = 10911
-    #: The address registered with name servers and written into records (RocketMQ's brokerIP1).
+    #: The address registered with name servers and written into records (RocketMQ's brokerIP1); a host name is
+    #: resolved once at start and the address it resolves to is the one registered.
     broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1"})
+    #: The address a master's slaves replicate from (RocketMQ's brokerIP2; empty: brokerIP1), a host name resolved
+    #: at start as brokerIP1 is.
+    broker_ip2: str | None = field(default=None, metadata={"key": "brokerIP2"})
     #: A send to an unknown topic creates it from ``TBW102`` (changeable at run time).
     auto_create_topic_enable: bool = True
     #: A consumer group is created on first use (changeable at run time).
@@ -55,6 +61,8 @@ class BrokerConfig:
     register_name_server_period: int = field(default=30_000, metadata={"unit": "ms"})
     #: Timeout of one registration request.
     register_broker_timeout_mills: int = 6000
+    #: A full registration of 100 topics or more goes in RocketMQ's compressed form (Java name servers read it).
+    compressed_register: bool = True
     #: How often consumer offsets, subscription groups and delay offsets are written (ms).
     flush_consumer_offset_interval: int = field(default=5000, metadata={"unit": "ms"})
     #: Client connections silent this long are closed.
@@ -95,21 +103,23 @@ class BrokerConfig:
     # --- end transactions ---
     # --- POP (RocketMQ 5) ---
     #: Queues of the revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` (POP's check points and acks).
-    revive_queue_num: int = 8
+    revive_queue_num: int = field(default=8, metadata={"unit": "count"})
     #: How often expired POP messages are looked for and revived (ms).
-    revive_interval: int = 200
+    revive_interval: int = field(default=200, metadata={"unit": "ms"})
     #: Percent of pops that read the POP retry topic before the topic itself.
-    pop_from_retry_probability: int = 20
+    pop_from_retry_probability: int = field(default=20, metadata={"unit": "%"})
     #: Messages of one queue a group may hold in flight; a queue past it is skipped by pops.
-    pop_inflight_message_threshold: int = 10_000
-    #: Pops parked per (topic, group, queue), and in all; beyond, POLLING_FULL.
-    pop_polling_size: int = 1024
-    max_pop_polling_size: int = 100_000
-    #: The invisible time a pop may ask for (ms); a change of invisible time may go down to 0.
-    min_invisible_time_mills_for_recv: int = 1000
-    max_invisible_time_mills: int = 12 * 3600 * 1000
+    pop_inflight_message_threshold: int = field(default=10_000, metadata={"unit": "count"})
+    #: Pops parked per (topic, group, queue); beyond, POLLING_FULL.
+    pop_polling_size: int = field(default=1024, metadata={"unit": "count"})
+    #: Pops parked in all; beyond, POLLING_FULL.
+    max_pop_polling_size: int = field(default=100_000, metadata={"unit": "count"})
+    #: The shortest invisible time a pop may ask for (ms); a change of invisible time may go down to 0.
+    min_invisible_time_mills_for_recv: int = field(default=1000, metadata={"unit": "ms"})
+    #: The longest invisible time a pop or a change of invisible time may ask for (ms).
+    max_invisible_time_mills: int = field(default=12 * 3600 * 1000, metadata={"unit": "ms"})
     #: How often the POP state snapshot is written when something changed (ms).
-    pop_state_snapshot_interval: int = 1000
+    pop_state_snapshot_interval: int = field(default=1000, metadata={"unit": "ms"})
     # --- end POP ---
     # --- gRPC proxy in the broker's process (RocketMQ 5 clients, "local mode") ---
     #: Serve ``apache.rocketmq.v2.MessagingService`` in this process (RocketMQ's ``mqbroker --enable-proxy``).
@@ -126,6 +136,10 @@ class BrokerConfig:
     #: After an abnormal start, a master's whole wait for the name servers and its slave to take back the
     #: commit-log tail it lost (``broker.tail_recovery``, ms; 0 turns it off).
     ha_tail_recovery_timeout_ms: int = 10_000
+    #: Request-reply: also store each reply delivered to its requester, in ``<cluster>_REPLY_TOPIC`` (a reply
+    #: that could not be delivered is never stored). RocketMQ 4.9 defaults to true; PocketMQ to false, so that
+    #: replies cost no disk and no consumer of the reply topic ever sees them (changeable at run time).
+    store_reply_message_enable: bool = False
     store: StoreConfig = field(default_factory=lambda: StoreConfig(store_path_root_dir="store"))
     #: Replication. ``haListenPort`` 0 means listenPort + 1 as RocketMQ forces it (any free port when
     #: listenPort is 0 too).
@@ -184,7 +198,7 @@ def load_broker_config(props: Mapping[str, str], **overrides: Any) -> BrokerConf
         raise ConfigError(f"unknown config fields {sorted(unknown)}")
     store_props.setdefault("storePathRootDir", "store")
     try:
-        base = load_config(BrokerConfig, broker_props, **broker_over)
+        base = resolve_broker_ips(load_config(BrokerConfig, broker_props, **broker_over))
         store_over["broker_role"] = base.broker_role
         store_over.setdefault("store_host", f"{base.broker_ip1}:{base.listen_port}")
         store = StoreConfig.from_properties(store_props, **store_over)
@@ -202,7 +216,37 @@ def default_ha_listen_host(config: BrokerConfig) -> str:
     """``haListenHost`` when not configured: the broker's own address (brokerIP1), so the unauthenticated HA port
     is not opened on every interface by accident; ``listenHost`` when brokerIP1 is not an address of this host
     (a NAT or Docker advertised name), where binding to it would fail."""
-    return config.broker_ip1 if _bindable(config.broker_ip1) else config.listen_host
+    host = ha_address_host(config)
+    return host if _bindable(host) else config.listen_host
+
+
+def ha_address_host(config: BrokerConfig) -> str:
+    """The host of the HA address a master registers (brokerIP2, else brokerIP1, as RocketMQ)."""
+    return config.broker_ip2 or config.broker_ip1
+
+
+def resolve_broker_ips(config: BrokerConfig) -> BrokerConfig:
+    """``config`` with brokerIP1 and brokerIP2 as addresses: a host name (a container's service name, a
+    Kubernetes pod's DNS name) is resolved here, once, because the address is written into every record and
+    message id and clients connect to exactly what is registered."""
+    ip2 = resolve_advertised("brokerIP2", config.broker_ip2) if config.broker_ip2 else None
+    return dataclasses.replace(config, broker_ip1=resolve_advertised("brokerIP1", config.broker_ip1), broker_ip2=ip2)
+
+
+def resolve_advertised(key: str, host: str) -> str:
+    """``host`` if it is an IP address, else the address it resolves to (IPv4 first); :class:`ConfigError`
+    naming ``key`` when it resolves to none."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise ConfigError(f"{key} {host!r} is neither an IP address nor a host name that resolves ({exc})") from None
+    addresses = [str(info[4][0]) for info in infos]
+    ipv4 = [a for a in addresses if ipaddress.ip_address(a).version == 4]
+    return (ipv4 or addresses)[0]
 
 
 def _bindable(host: str) -> bool:

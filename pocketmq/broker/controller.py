@@ -20,9 +20,10 @@ import time
 from pocketmq.broker import disk_status
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
-from pocketmq.broker.config import BrokerConfig, BrokerRole
+from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
 from pocketmq.broker.exporter_metrics import ExporterMetrics
 from pocketmq.broker.filter import ConsumerFilterManager
+from pocketmq.broker.ids_change import ConsumerIdsChangeNotifier
 from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.metadata import (
     ConsumerOffsetManager,
@@ -30,7 +31,6 @@ from pocketmq.broker.metadata import (
     SubscriptionGroupManager,
     config_path,
     load_topics,
-    save_topics,
 )
 from pocketmq.broker.pop.long_polling import PopLongPollingService
 from pocketmq.broker.pop.processors import PopProcessor
@@ -46,11 +46,13 @@ from pocketmq.broker.processors.commit_log_tail import CommitLogTailProcessor
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.query import QueryMessageProcessor
+from pocketmq.broker.processors.reply import ReplyMessageProcessor
 from pocketmq.broker.processors.send import SendMessageProcessor
 from pocketmq.broker.registration import (
     REJOIN_CHECK_INTERVAL,
     BrokerIdentity,
     BrokerOuterAPI,
+    IncrementalRegistration,
     RegisterResult,
     split_namesrv_addr,
 )
@@ -59,7 +61,7 @@ from pocketmq.broker.schedule import ScheduleMessageService
 from pocketmq.broker.slave_sync import SlaveSynchronize
 from pocketmq.broker.stats import BrokerStats
 from pocketmq.broker.tail_recovery import TailRecovery, TailResult
-from pocketmq.broker.timer import TimerMessageService
+from pocketmq.broker.timer import TimerMessageService, TimerMetricsProcessor
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.broker.transaction.check import TransactionalMessageCheckService
 from pocketmq.broker.transaction.end import EndTransactionProcessor
@@ -68,7 +70,7 @@ from pocketmq.common import compiled
 from pocketmq.common.logs import get_logger
 from pocketmq.common.record import parse_host_port
 from pocketmq.common.service import Service, on_demand, periodic
-from pocketmq.common.topic_config import PermName
+from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.ha.client import HAClient
 from pocketmq.ha.service import HAService
 from pocketmq.proxy.server import ProxyServer, start_local_proxy
@@ -84,6 +86,12 @@ from pocketmq.store.message_store import MessageStore
 log = get_logger("pocketmq.broker.controller")
 PREPARED_QUEUES_MAX = 64
 """Queues of a newly created topic whose consume-queue files are made at once (see ``_prepare_queues``)."""
+PREPARE_BACKLOG_MAX = 16
+"""Topics waiting for their files at most: those created faster than that make their files on first use."""
+PREPARE_TOPICS_MAX = 1000
+"""Topics the broker holds at most for a new one to get its files made at once: past it, making 4-8 files (and
+their directories) for every topic created costs more, in CPU and inodes, than the first message of each queue
+gains, and a large broker's topics are mostly idle."""
 
 
 class BrokerController:
@@ -101,18 +109,21 @@ class BrokerController:
         )
         self.client = RemotingClient()
         self.outer_api = BrokerOuterAPI(self.client, split_namesrv_addr(config.namesrv_addr),
-                                        timeout=config.register_broker_timeout_mills / 1000)
+                                        timeout=config.register_broker_timeout_mills / 1000,
+                                        compress=config.compressed_register,
+                                        source=lambda: (self.identity(), self.topics.wrapper()))
         self.stats = BrokerStats()
         self.stats.cluster = config.broker_cluster_name  # the key of BROKER_PUT_NUMS / BROKER_GET_NUMS
         self.clients = ClientManager()
+        config_dir = config.store.config_dir
+        self.topics_path = config_path(config_dir, "topics.json")
         self.topics = TopicConfigManager(
             cluster_name=config.broker_cluster_name, broker_name=config.broker_name,
             default_topic_queue_nums=config.default_topic_queue_nums,
             auto_create_topic_enable=config.auto_create_topic_enable,
             schedule_queue_nums=len(config.store.delay_levels_ms), on_change=self._topics_changed,
+            path=self.topics_path,
         )
-        config_dir = config.store.config_dir
-        self.topics_path = config_path(config_dir, "topics.json")
         self.offsets = ConsumerOffsetManager(config_path(config_dir, "consumerOffset.json"))
         self.groups = SubscriptionGroupManager(config_path(config_dir, "subscriptionGroup.json"),
                                                auto_create=config.auto_create_subscription_group)
@@ -132,6 +143,7 @@ class BrokerController:
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
+        self.replies: ReplyMessageProcessor | None = None
         self.store: MessageStore | None = None
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
@@ -152,10 +164,17 @@ class BrokerController:
             "broker-register", config.register_name_server_period / 1000, self.register_all, fixed_rate=True))
         # A name server lost (restarted, refused, unreachable) gets the registration again within a second.
         self._services.add_child(periodic("broker-rejoin", REJOIN_CHECK_INTERVAL, self.outer_api.rejoin))
+        # A created or changed topic is registered alone (RocketMQ's registerIncrementBrokerData), at once.
+        self._increments = self._services.add_child(
+            IncrementalRegistration(self.outer_api, self.identity, lambda: self.topics.data_version))
+        # NOTIFY_CONSUMER_IDS_CHANGED, once per member for a burst of changes to its group.
+        self.ids_notifier = self._services.add_child(ConsumerIdsChangeNotifier(self.clients, self._notify_enabled))
+        # topics.json and subscriptionGroup.json: one journal line per change (pocketmq.broker.config_journal).
+        self._services.add_child(self.topics.journal)
+        self._services.add_child(self.groups.journal)
         self._services.add_child(periodic("broker-stats", 1.0, self.stats.sample, initial_delay=0))
         self._services.add_child(periodic("broker-persist", config.flush_consumer_offset_interval / 1000,
                                           lambda: asyncio.to_thread(self._persist_metadata)))
-        self._topic_writer = self._services.add_child(on_demand("broker-persist-topics", self._persist_topics))
         self._queue_preparer = self._services.add_child(on_demand("broker-prepare-queues", self._prepare_queues))
         # --- metrics ---
         self.metrics: Metrics | None = None
@@ -184,7 +203,7 @@ class BrokerController:
 
     def identity(self) -> BrokerIdentity:
         return BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name, self.config.broker_id,
-                              self.addr, f"{self.config.broker_ip1}:{self.ha_port}")
+                              self.addr, f"{ha_address_host(self.config)}:{self.ha_port}")
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -272,10 +291,10 @@ class BrokerController:
                                  groups=self.groups, broker_addr=lambda: self.addr, register_now=self.register_all),
         )
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
-                                     role=lambda: self.config.broker_role.name, register_now=self.register_all,
+                                     role=lambda: self.config.broker_role.name, topics_settled=self._topics_settled,
                                      extra_runtime_info=self._extra_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
-                                                      on_group_changed=self.consumer_processor.notify_ids_changed,
+                                                      on_group_changed=self.ids_notifier.changed,
                                                       filters=self.filters,
                                                       enable_property_filter=self.config.enable_property_filter)
         query = QueryMessageProcessor(store=store)
@@ -286,8 +305,12 @@ class BrokerController:
             enable_property_filter=lambda: self.config.enable_property_filter,
             min_invisible_time=self.config.min_invisible_time_mills_for_recv,
             max_invisible_time=self.config.max_invisible_time_mills)
+        self.replies = ReplyMessageProcessor(
+            send=send, clients=self.clients, broker_addr=lambda: self.addr, region_id=self.config.region_id,
+            store_reply=lambda: self.config.store_reply_message_enable, trace_on=self.config.trace_on)
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
-                          tail, pop, *admin_more):
+                          tail, pop, self.replies, TimerMetricsProcessor(lambda: self.timer, self.config.broker_name),
+                          *admin_more):
             handlers.update(processor.handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic
             self.metrics.instrument(handlers, self._on_response)
@@ -311,15 +334,16 @@ class BrokerController:
             await self.proxy.stop()
         await self._services.stop()
         await self.server.stop(grace=grace)
-        if self.pop is not None:
-            await self.pop.write_snapshot(force=True)
-        if self.timer is not None:
+        if self.pop is not None:  # what changed since the last snapshot / checkpoint (an idle broker writes nothing)
+            await self.pop.write_snapshot()
+        if self.timer is not None and self.timer.fired_since_checkpoint:
             await self.timer.write_checkpoint()
         if self.ha_service is not None:
             await self.ha_service.stop()
         if self.ha_client is not None:
             await self.ha_client.stop()
-        await self._persist_topics()
+        await self.topics.journal.close()
+        await self.groups.journal.close()
         await asyncio.to_thread(self._persist_metadata, True)
         if self.store is not None:
             await asyncio.to_thread(remove_address, self.store.config.store_path_root_dir, self.addr)
@@ -346,26 +370,40 @@ class BrokerController:
                     self.ha_client.update_master_address(self.master_ha_addr)
         return results
 
-    def _topics_changed(self, topic: str | None) -> None:
-        """A topic was created, changed or deleted: persist soon and re-register at once."""
-        self._registration.trigger()
-        if self._running:
-            self._topic_writer.trigger()
+    def _topics_changed(self, config: TopicConfig | None) -> None:
+        """A topic was created or changed: register it alone, at once; the whole table was replaced (a slave
+        took its master's): a full registration now."""
+        if config is None:
+            self._registration.trigger()
+        else:
+            self._increments.add(config)
+
+    def _notify_enabled(self, group: str) -> bool:
+        config = self.groups.get(group)
+        return config is None or config.notify_consumer_ids_changed_enable
+
+    async def _topics_settled(self) -> None:
+        """Until the topics created or changed so far are registered (an admin's call returns then: the route is
+        visible, as in RocketMQ; their journal lines are written already)."""
+        await self._increments.registered()
 
     def _topic_created(self, topic: str) -> None:
-        """UPDATE_AND_CREATE_TOPIC on a master: make the queues' consume-queue files in the background."""
-        if self._running and self.config.is_master:
+        """UPDATE_AND_CREATE_TOPIC on a master: make the queues' consume-queue files in the background (unless
+        :data:`PREPARE_BACKLOG_MAX` topics wait for theirs already: a mass creation is not slowed by it)."""
+        if (self._running and self.config.is_master and len(self._topics_to_prepare) < PREPARE_BACKLOG_MAX
+                and len(self.topics.table) <= PREPARE_TOPICS_MAX):
             self._topics_to_prepare.append(topic)
             self._queue_preparer.trigger()
 
     async def _prepare_queues(self) -> None:
-        """For each topic created since the last call, create each queue's consume-queue file now, one after
-        the other in the store's thread, so the first message of each queue does not wait for it: a new file
-        costs a directory fsync, and the first sends of a new 8-queue topic waited 2-28 ms each (the p999 of
-        sequential sends). Only for topics created by an administrator, and at most
-        :data:`PREPARED_QUEUES_MAX` queues of each: auto-created and retry topics (and the queues past that
-        bound) keep creating files on first use, so a topic that never gets a message costs no disk (a
-        consume-queue file is 5.7 MiB by default)."""
+        """For each topic created since the last call, create each queue's first consume-queue file now (empty,
+        sparse, not mapped), one after the other in the store's thread, so the first message of each queue only
+        opens it: a new file costs a directory fsync, which the first send of each queue would otherwise wait
+        for. Only for topics created by an administrator, at most
+        :data:`PREPARED_QUEUES_MAX` queues of each, :data:`PREPARE_BACKLOG_MAX` topics waiting, and while the broker
+        holds at most :data:`PREPARE_TOPICS_MAX` topics: auto-created and retry topics (and the queues past those
+        bounds) create their files on first use. Such a file costs an
+        inode and no data block; a queue that never gets a message costs no memory (the store skips it at start)."""
         while self._topics_to_prepare:
             await self._prepare_topic_queues(self._topics_to_prepare.popleft())
 
@@ -374,14 +412,8 @@ class BrokerController:
         store = self.store
         if config is None or store is None:
             return
-        for queue_id in range(min(max(config.read_queue_nums, config.write_queue_nums), PREPARED_QUEUES_MAX)):
-            if topic not in self.topics.table:
-                return  # deleted meanwhile
-            await store.prepare_queue(topic, queue_id)
-
-    async def _persist_topics(self) -> None:
-        wrapper = self.topics.wrapper()
-        await asyncio.to_thread(save_topics, self.topics_path, wrapper)
+        count = min(max(config.read_queue_nums, config.write_queue_nums), PREPARED_QUEUES_MAX)
+        await store.create_queue_files(topic, range(count))
 
     # -- replication -----------------------------------------------------------------------------------------
 
@@ -466,6 +498,8 @@ class BrokerController:
         """HA keys, the transaction keys, and ``compiledBuild``: ``cython``, ``pure`` or ``partial`` (see
         :mod:`pocketmq.common.compiled`)."""
         info = {**self._ha_runtime_info(), "compiledBuild": compiled.ACTIVE}
+        if self.replies is not None:
+            info.update(self.replies.runtime_info())
         if self.transactions is not None:
             info.update(self.transactions.runtime_info())
         if self.pop is not None:
@@ -489,21 +523,17 @@ class BrokerController:
         self.topics.load(stored.topics, stored.data_version)
         self.offsets.load()
         self.groups.load()
-        self.groups.mark_persisted()
         self.delay_offsets.load()
         if self.config.is_master and self.store is not None:
             self.schedule = ScheduleMessageService(self.store, len(self.config.store.delay_levels_ms),
                                                    self.store.put_message, offsets=self.delay_offsets)
 
     def _persist_metadata(self, force: bool = False) -> None:
-        """Blocking: write the changed config/*.json files (run in a thread every
-        ``flushConsumerOffsetInterval``, 5 s, and at stop)."""
+        """Blocking: write the changed consumer and delay offset files (run in a thread every
+        ``flushConsumerOffsetInterval``, 5 s, and at stop; topics and groups have their journals)."""
         if force or self.offsets.dirty:
             self.offsets.dirty = False
             self.offsets.persist()
-        if force or self.groups.dirty:
-            self.groups.mark_persisted()
-            self.groups.persist()
         if force or self.delay_offsets.dirty:
             self.delay_offsets.dirty = False
             self.delay_offsets.persist()

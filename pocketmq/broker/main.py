@@ -21,7 +21,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("-n", "--namesrv-addr", metavar="ADDR;ADDR", help="name servers, ';'-separated")
     p.add_argument("--listen-port", type=int, help="listenPort (0 picks a free port)")
     p.add_argument("--listen-host", help="address to bind (default 0.0.0.0)")
-    p.add_argument("--broker-ip", help="brokerIP1: the address registered with name servers")
+    p.add_argument("--broker-ip", help="brokerIP1: the address registered with name servers (a host name is "
+                                       "resolved at start)")
+    p.add_argument("--broker-ip2", help="brokerIP2: the address slaves replicate from (default: brokerIP1)")
     p.add_argument("--broker-name", help="brokerName")
     p.add_argument("--broker-id", type=int, help="brokerId (0 = master)")
     p.add_argument("--store-dir", help="storePathRootDir")
@@ -39,6 +41,7 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         listen_port=args.listen_port,
         listen_host=args.listen_host,
         broker_ip1=args.broker_ip,
+        broker_ip2=args.broker_ip2,
         broker_name=args.broker_name,
         broker_id=args.broker_id,
         store_path_root_dir=args.store_dir,

@@ -1,18 +1,21 @@
 """The broker's ``config/`` files, kept by the store's metadata tables (one atomic writer, one format).
 
 * topics: :class:`~pocketmq.broker.topic_manager.TopicConfigManager` owns the live table of the model's
-  :class:`~pocketmq.common.topic_config.TopicConfig`; :func:`save_topics`/:func:`load_topics` move it through the
-  store's :class:`~pocketmq.store.metadata.TopicConfigTable` (``topics.json``);
-* consumer offsets, subscription groups and delay offsets: the store's tables, extended here with the
-  broker's needs (dirty tracking for the 5 s persist loop, bounds on what clients can create, merge by
-  maximum for slaves).
+  :class:`~pocketmq.common.topic_config.TopicConfig`; :func:`load_topics` reads it through the store's
+  :class:`~pocketmq.store.metadata.TopicConfigTable` (``topics.json``) and replays the changes journalled since
+  (:mod:`pocketmq.broker.config_journal`, which writes both);
+* subscription groups: the store's table, with bounds on what clients can create and the same journal;
+* consumer offsets and delay offsets: the store's tables, extended here with the broker's needs (dirty
+  tracking for the 5 s persist loop, bounds on what clients can create, merge by maximum for slaves).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 
+from pocketmq.broker.config_journal import JOURNAL_SUFFIX, OLD_SUFFIX, ConfigJournal, replay
 from pocketmq.common.topic_config import DataVersion, TopicConfig
 from pocketmq.remoting.route import TopicConfigSerializeWrapper
 from pocketmq.store.metadata import (
@@ -35,19 +38,40 @@ class StoredTopics:
 
 
 def load_topics(path: str) -> StoredTopics:
-    """Blocking: ``topics.json`` as registration-shaped configs."""
+    """Blocking: ``topics.json`` and the changes journalled since, as registration-shaped configs."""
     table = TopicConfigTable(path)
-    if not table.load():
+    found = table.load()
+    changed = False
+    for entry in replay(path, table.data_version if found else DataVersion(-1, 0), _topic_name):
+        if entry.value is None:
+            table.table.pop(entry.name, None)
+        else:
+            table.table[entry.name] = TopicConfig.from_json_dict(entry.value, entry.name)
+        table.data_version = entry.version
+        changed = True
+    if not found and not changed:
         return StoredTopics()
     return StoredTopics(list(table.table.values()), table.data_version)
 
 
 def save_topics(path: str, wrapper: TopicConfigSerializeWrapper) -> None:
-    """Blocking: write ``topics.json`` atomically."""
+    """Blocking: write ``topics.json`` whole, as the only truth (its journal, if any, goes): for offline tools that
+    prepare a store; a running broker journals its changes instead."""
     table = TopicConfigTable(path)
     table.table = dict(wrapper.topic_config_table)
     table.data_version = wrapper.data_version.copy()
     table.persist()
+    for stale in (path + JOURNAL_SUFFIX, path + OLD_SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(stale)
+
+
+def _topic_name(value: dict[str, object]) -> str:
+    return str(value.get("topicName"))
+
+
+def _group_name(value: dict[str, object]) -> str:
+    return str(value.get("groupName"))
 
 
 class ConsumerOffsetManager(ConsumerOffsetTable):
@@ -87,22 +111,47 @@ class ConsumerOffsetManager(ConsumerOffsetTable):
 
 
 class SubscriptionGroupManager(SubscriptionGroupTable):
-    """Consumer group configs, auto-created with RocketMQ's defaults when enabled."""
+    """Consumer group configs, auto-created with RocketMQ's defaults when enabled. Every change goes to
+    :attr:`journal` (``subscriptionGroup.json`` and its journal, :mod:`pocketmq.broker.config_journal`)."""
 
     def __init__(self, path: str, *, auto_create: bool) -> None:
         super().__init__(path)
         self.auto_create = auto_create
-        self._persisted_counter = 0
+        self.journal: ConfigJournal[SubscriptionGroupConfig] = ConfigJournal(
+            path, self.TABLE_KEY, table=lambda: self.table, version=lambda: self.data_version,
+            to_json=SubscriptionGroupConfig.to_json)
 
-    @property
-    def dirty(self) -> bool:
-        return self.data_version.counter != self._persisted_counter
+    def load(self) -> bool:
+        """``subscriptionGroup.json`` and the changes journalled since. Blocking."""
+        found = super().load()
+        for entry in replay(self.path, self.data_version if found else DataVersion(-1, 0), _group_name):
+            if entry.value is None:
+                self.table.pop(entry.name, None)
+            else:
+                self.table[entry.name] = SubscriptionGroupConfig.from_json(entry.value)
+            self.data_version = entry.version
+            found = True
+        return found
 
-    def mark_persisted(self) -> None:
-        self._persisted_counter = self.data_version.counter
+    def put(self, value: SubscriptionGroupConfig) -> None:
+        super().put(value)
+        self.journal.put(self.data_version, value.group_name, value)
+
+    def delete(self, name: str) -> SubscriptionGroupConfig | None:
+        removed = super().delete(name)
+        if removed is not None:
+            self.journal.delete(self.data_version, name)
+        return removed
+
+    def replace_from(self, text: str) -> None:
+        """A slave takes its master's table (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body) when its version moved."""
+        before = (self.data_version.counter, self.data_version.timestamp)
+        self.decode(text)
+        if (self.data_version.counter, self.data_version.timestamp) != before:
+            self.journal.rewrite()
 
     def update(self, config: SubscriptionGroupConfig) -> None:
-        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace (persisted by the 5 s loop: the version moves)."""
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace (journalled: the version moves)."""
         if config.group_name not in self.table and len(self.table) >= MAX_GROUPS:
             raise OverflowError(f"more than {MAX_GROUPS} subscription groups")
         self.put(config)
@@ -110,7 +159,8 @@ class SubscriptionGroupManager(SubscriptionGroupTable):
     def find_or_create(self, group: str) -> SubscriptionGroupConfig | None:
         config = self.get(group)
         if config is None and self.auto_create and len(self.table) < MAX_GROUPS:
-            config = self.get_or_create(group)
+            config = SubscriptionGroupConfig(group)
+            self.put(config)
         return config
 
 

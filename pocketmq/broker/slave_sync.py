@@ -66,5 +66,5 @@ class SlaveSynchronize(PeriodicService):
         delay = loads_fastjson((await self._fetch(master, RequestCode.GET_ALL_DELAY_OFFSET)).decode())
         for level, offset in (delay.get("offsetTable") or {}).items():
             self.delay_offsets.advance(int(level), int(offset))
-        self.groups.decode((await self._fetch(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).decode())
+        self.groups.replace_from((await self._fetch(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).decode())
         self.synced += 1

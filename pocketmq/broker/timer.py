@@ -25,16 +25,20 @@ import heapq
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pocketmq.broker.redeliver import redelivered, stored_message
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.common.logs import get_logger
-from pocketmq.common.message import MessageConst, encode_properties, parse_properties
+from pocketmq.common.message import MessageConst, encode_properties, get_property, parse_properties
 from pocketmq.common.record import MessageRecord, parse_host_port
 from pocketmq.common.service import PeriodicService
 from pocketmq.common.topic import RMQ_SYS_WHEEL_TIMER_TOPIC
 from pocketmq.common.topic_config import PermName
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.connection import Connection, Handler
 from pocketmq.store.consume_queue import BLANK_UNIT_SIZE, CQ_UNIT
 from pocketmq.store.message import MessageExtBrokerInner
 from pocketmq.store.message_store import MessageStore
@@ -164,10 +168,12 @@ class TimerMessageService(PeriodicService):
         self._host = parse_host_port(store_addr)
         self._retry: deque[tuple[int, int, int]] = deque()  # (next attempt, due, offset)
         self._last_checkpoint = 0
-        self._fired_since_checkpoint = 0
+        self.fired_since_checkpoint = 0
         self.lateness: deque[int] = deque(maxlen=_LATENESS_KEPT)
         self.fired = 0
         self.recovered = 0
+        #: pending timers per real topic (RocketMQ's ``timingCount``: GET_TIMER_METRICS)
+        self.pending_by_topic: dict[str, int] = {}
 
     # -- recovery ----------------------------------------------------------------------------------------
 
@@ -187,9 +193,10 @@ class TimerMessageService(PeriodicService):
             if units is None:
                 offset += 1
                 continue
-            for _phys, size, due in CQ_UNIT.iter_unpack(units):
+            for phys, size, due in CQ_UNIT.iter_unpack(units):
                 if size != BLANK_UNIT_SIZE and due >= read_time:
                     self.wheel.add(due, offset)
+                    self._count(self.store.look_message_by_offset(phys, size), 1)
                     self.recovered += 1
                 offset += 1
             units.release()
@@ -210,6 +217,19 @@ class TimerMessageService(PeriodicService):
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int) -> None:
         if topic == TIMER_TOPIC:
             self.wheel.add(tags_code, max_offset - 1)
+            self._count(self._record_at(TIMER_TOPIC, max_offset - 1), 1)
+
+    def _count(self, record: MessageRecord | None, delta: int, topic: str | None = None) -> None:
+        """Count a pending timer of ``topic`` (else the record's real topic) in or out."""
+        if topic is None:
+            topic = get_property(record.properties, _REAL_TOPIC) if record is not None else None
+            if topic is None:
+                return
+        count = self.pending_by_topic.get(topic, 0) + delta
+        if count > 0:
+            self.pending_by_topic[topic] = count
+        else:
+            self.pending_by_topic.pop(topic, None)
 
     # -- firing ------------------------------------------------------------------------------------------
 
@@ -221,7 +241,7 @@ class TimerMessageService(PeriodicService):
             await self._fire(due, now)
             if len(due) >= _FIRE_BATCH:
                 self.trigger()  # more are due: the next tick at once
-        if now - self._last_checkpoint >= _CHECKPOINT_EVERY_MS and self._fired_since_checkpoint:
+        if now - self._last_checkpoint >= _CHECKPOINT_EVERY_MS and self.fired_since_checkpoint:
             await self.write_checkpoint(now)
 
     def _due_retries(self, now: int) -> list[tuple[int, int]]:
@@ -232,21 +252,23 @@ class TimerMessageService(PeriodicService):
         return out
 
     async def _fire(self, due: list[tuple[int, int]], now: int) -> None:
-        waits: list[tuple[int, int, asyncio.Future[PutMessageResult] | PutMessageResult]] = []
+        waits: list[tuple[int, int, str, asyncio.Future[PutMessageResult] | PutMessageResult]] = []
         for deliver, offset in due:
             record = self._record_at(TIMER_TOPIC, offset)
             if record is None:
                 log.warning("timer_message_gone", offset=offset, due=deliver)
                 continue
-            outcome = self.store.put(self._real_message(record, now))
-            waits.append((deliver, offset, outcome if isinstance(outcome, PutMessageResult)
+            msg = self._real_message(record, now)
+            outcome = self.store.put(msg)
+            waits.append((deliver, offset, msg.topic, outcome if isinstance(outcome, PutMessageResult)
                           else asyncio.ensure_future(outcome)))
-        for deliver, offset, outcome in waits:
+        for deliver, offset, topic, outcome in waits:
             result = outcome if isinstance(outcome, PutMessageResult) else await outcome
             if result.status.is_stored and result.append_result is not None:
                 self.fired += 1
-                self._fired_since_checkpoint += 1
+                self.fired_since_checkpoint += 1
                 self.lateness.append(result.append_result.store_timestamp - deliver)
+                self._count(None, -1, topic)
             else:
                 log.warning("timer_fire_not_stored", status=result.status.name, offset=offset)
                 self._retry.append((now + _RETRY_AFTER_MS, deliver, offset))
@@ -290,7 +312,7 @@ class TimerMessageService(PeriodicService):
         outcome = self.store.put(msg)
         result = outcome if isinstance(outcome, PutMessageResult) else await outcome
         if result.status.is_stored:
-            self._last_checkpoint, self._fired_since_checkpoint = now, 0
+            self._last_checkpoint, self.fired_since_checkpoint = now, 0
 
     # -- metrics -----------------------------------------------------------------------------------------
 
@@ -314,3 +336,30 @@ class TimerMessageService(PeriodicService):
         info.update({f"timerLateness{name.title()}Ms": f"{value:.0f}"
                      for name, value in self.lateness_percentiles().items()})
         return info
+
+    def metrics_body(self) -> bytes:
+        """GET_TIMER_METRICS' body as RocketMQ 5's ``TimerMetricsSerializeWrapper`` serialises it: ``timingCount``
+        (per real topic, the timers waiting and when the count was read) and a ``dataVersion``."""
+        now = now_ms()
+        table = {topic: {"count": count, "timeStamp": now} for topic, count in sorted(self.pending_by_topic.items())}
+        return json.dumps({"dataVersion": {"counter": self.fired, "stateVersion": 0, "timestamp": now},
+                           "timingCount": table}, separators=(",", ":")).encode()
+
+
+class TimerMetricsProcessor:
+    """GET_TIMER_METRICS (RocketMQ 5's code 61): a master's pending timers per topic; a slave, which delivers no
+    timer, answers REQUEST_CODE_NOT_SUPPORTED (the console shows "n/a")."""
+
+    def __init__(self, timer: Callable[[], TimerMessageService | None], broker_name: str) -> None:
+        self._timer = timer
+        self.broker_name = broker_name
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.GET_TIMER_METRICS: self.timer_metrics}
+
+    def timer_metrics(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        timer = self._timer()
+        if timer is None:
+            return req.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                f"the broker[{self.broker_name}] is a slave: its master delivers the timers")
+        return req.response(ResponseCode.SUCCESS, None, None, timer.metrics_body())

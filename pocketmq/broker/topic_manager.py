@@ -1,9 +1,12 @@
 """``TopicConfigManager``: the broker's topics, their auto-creation, versioning and persistence.
 
 Topics live in memory as the model's :class:`~pocketmq.common.topic_config.TopicConfig` (the shape registered with
-name servers, and written to topics.json); every change bumps the :class:`~pocketmq.common.topic_config.DataVersion`
-and calls ``on_change``, which the controller
-wires to "persist topics.json in a thread and re-register with every name server". Auto-creation follows
+name servers, and written to topics.json); every change bumps the :class:`~pocketmq.common.topic_config.DataVersion`,
+goes to :attr:`TopicConfigManager.journal` (one line, :mod:`pocketmq.broker.config_journal`) and, for a created or
+changed topic (and a table replaced as a whole), to ``on_change``, which the controller wires to "register with
+every name server": that topic alone, or the whole table. A deletion is not registered (RocketMQ neither: an
+administrator deletes the topic from the name servers too). A config in the table is never changed in place (a
+change puts a new one), so a shallow copy of the table is a snapshot. Auto-creation follows
 RocketMQ: a send to an unknown topic names a default topic (``TBW102``) whose perm has the
 INHERIT bit; the new topic gets ``min(client queue nums, default write queue nums)`` queues and the
 default's perm without INHERIT.
@@ -14,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 
+from pocketmq.broker.config_journal import ConfigJournal
 from pocketmq.common.logs import get_logger
 from pocketmq.common.topic import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -21,6 +25,7 @@ from pocketmq.common.topic import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_SELF_TEST_TOPIC,
     is_retry_topic,
+    reply_topic,
 )
 from pocketmq.common.topic_config import DataVersion, PermName, TopicConfig
 from pocketmq.remoting.route import TopicConfigSerializeWrapper
@@ -33,7 +38,8 @@ _READ_WRITE = PermName.PERM_READ | PermName.PERM_WRITE
 
 
 class TopicConfigManager:
-    """Topic configs of one broker; ``on_change(topic_or_None)`` runs after every change."""
+    """Topic configs of one broker; ``on_change(config)`` runs after a topic is created or changed,
+    ``on_change(None)`` after the whole table was replaced. ``path`` is ``topics.json`` (the journal writes it)."""
 
     def __init__(
         self,
@@ -43,12 +49,16 @@ class TopicConfigManager:
         default_topic_queue_nums: int,
         auto_create_topic_enable: bool,
         schedule_queue_nums: int,
-        on_change: Callable[[str | None], None] | None = None,
+        on_change: Callable[[TopicConfig | None], None] | None = None,
+        path: str = "topics.json",
     ) -> None:
         self.auto_create_topic_enable = auto_create_topic_enable
         self.on_change = on_change
         self.data_version = DataVersion()
         self.table: dict[str, TopicConfig] = {}
+        self.journal: ConfigJournal[TopicConfig] = ConfigJournal(
+            path, "topicConfigTable", table=lambda: self.table, version=lambda: self.data_version,
+            to_json=TopicConfig.to_json_dict)
         self._system = self._system_topics(cluster_name, broker_name, default_topic_queue_nums, schedule_queue_nums)
 
     def _system_topics(self, cluster: str, broker: str, default_nums: int, schedule_nums: int) -> list[TopicConfig]:
@@ -60,6 +70,7 @@ class TopicConfigManager:
             TopicConfig(RMQ_SYS_SCHEDULE_TOPIC, schedule_nums, schedule_nums, rw),
             TopicConfig(cluster, 16, 16, rw | inherit),
             TopicConfig(broker, 1, 1, rw | inherit),
+            TopicConfig(reply_topic(cluster), 1, 1, rw),  # where replies are sent (request-reply)
         ]
         if self.auto_create_topic_enable:
             topics.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, default_nums, default_nums, rw | inherit))
@@ -80,9 +91,8 @@ class TopicConfigManager:
         return self.table.get(topic)
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
-        """A snapshot to register with name servers."""
-        return TopicConfigSerializeWrapper({name: dataclasses.replace(cfg) for name, cfg in self.table.items()},
-                                           self.data_version.copy())
+        """A snapshot to register with name servers (a shallow copy: the configs are shared, never changed)."""
+        return TopicConfigSerializeWrapper(dict(self.table), self.data_version.copy())
 
     # -- changes -------------------------------------------------------------------------------------------
 
@@ -112,10 +122,22 @@ class TopicConfigManager:
         return self._put(TopicConfig(topic, queue_nums, queue_nums, perm))
 
     def update(self, config: TopicConfig) -> TopicConfig:
-        """UPDATE_AND_CREATE_TOPIC: create or replace a topic."""
+        """UPDATE_AND_CREATE_TOPIC: create or replace a topic (the same config again changes nothing)."""
+        if self.table.get(config.topic_name) == config:
+            return config
         log.info("topic_updated", topic=config.topic_name, read=config.read_queue_nums,
                  write=config.write_queue_nums, perm=config.perm)
         return self._put(config)
+
+    def update_many(self, configs: list[TopicConfig]) -> None:
+        """UPDATE_AND_CREATE_TOPIC_LIST: create or replace every topic of ``configs``, or none of them when they
+        would take the broker past :data:`MAX_TOPICS`."""
+        new = {c.topic_name for c in configs} - self.table.keys()
+        if len(self.table) + len(new) > MAX_TOPICS:
+            raise OverflowError(f"the broker already holds {len(self.table)} topics; {len(new)} more would take it "
+                                f"past the maximum of {MAX_TOPICS}")
+        for config in configs:
+            self.update(config)
 
     def replace_all(self, wrapper: TopicConfigSerializeWrapper) -> None:
         """A slave takes its master's topics as they are (when the master's data version moved)."""
@@ -124,6 +146,7 @@ class TopicConfigManager:
             return
         self.table = {name: dataclasses.replace(cfg) for name, cfg in wrapper.topic_config_table.items()}
         self.data_version = wrapper.data_version.copy()
+        self.journal.rewrite()
         if self.on_change is not None:
             self.on_change(None)
 
@@ -131,8 +154,7 @@ class TopicConfigManager:
         if self.table.pop(topic, None) is None:
             return False
         self.data_version.next_version()
-        if self.on_change is not None:
-            self.on_change(None)
+        self.journal.delete(self.data_version, topic)
         return True
 
     def _put(self, config: TopicConfig) -> TopicConfig:
@@ -140,6 +162,7 @@ class TopicConfigManager:
             raise OverflowError(f"the broker already holds the maximum of {MAX_TOPICS} topics")
         self.table[config.topic_name] = config
         self.data_version.next_version()
+        self.journal.put(self.data_version, config.topic_name, config)
         if self.on_change is not None:
-            self.on_change(config.topic_name)
+            self.on_change(config)
         return config

@@ -8,10 +8,14 @@ Three sub-packages, named for what they hold:
 * :mod:`pocketmq.client.producer` — :class:`Producer` (sync, async, oneway, batch and ordered sends), its
   configuration, auto-batching accumulator, latency fault tolerance and topic publish info;
 * :mod:`pocketmq.client.consumer` — :class:`PushConsumer` (rebalance service, pull service, process queues, consume
-  service, offset stores; or RocketMQ 5's POP mode), :class:`PullConsumer`, and RocketMQ 5's :class:`SimpleConsumer`.
+  service, offset stores; or RocketMQ 5's POP mode), :class:`LitePullConsumer` (``poll`` over the same pull and
+  rebalance services), :class:`PullConsumer`, and RocketMQ 5's :class:`SimpleConsumer`.
 
-:mod:`client.blocking` holds the blocking facades (``client.blocking.Producer``, ``PushConsumer``, ``PullConsumer``)
-for code without an event loop.
+Request-reply: :meth:`Producer.request` sends a request and returns its reply, which a consumer builds with
+:func:`create_reply_message` (:mod:`pocketmq.client.core.reply`) and sends with any producer's ``send``.
+
+:mod:`client.blocking` holds the blocking facades (``client.blocking.Producer``, ``PushConsumer``, ``PullConsumer``,
+``LitePullConsumer``) for code without an event loop.
 
 The messages themselves: :mod:`pocketmq.client.core.message` (:class:`Message`, :class:`MessageQueue`,
 :class:`SendResult`, batches), :mod:`pocketmq.client.core.message_ext` (:class:`MessageExt`, a received message, decoded
@@ -22,6 +26,7 @@ vocabulary in :mod:`pocketmq.client.consumer.types` (:class:`ConsumeResult`, :cl
 ``SubscriptionData``, the record codec) is in :mod:`pocketmq.common`.
 """
 
+from pocketmq.client.consumer.lite_pull import LitePullConsumer
 from pocketmq.client.consumer.pull import PullConsumer
 from pocketmq.client.consumer.pull_result import PullResult, PullStatus
 from pocketmq.client.consumer.push import BatchMessageHandler, MessageHandler, PushConsumer
@@ -37,10 +42,15 @@ from pocketmq.client.core.errors import (
     NoNameServerError,
     NoRouteError,
     ProducerStateError,
+    ReplyMessageError,
+    RequestExpiredError,
+    RequestTableFullError,
+    RequestTimeoutError,
     SendFailedError,
 )
 from pocketmq.client.core.message import Message, MessageBatch, MessageQueue, SendResult, SendStatus
 from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.client.core.reply import create_reply_message
 from pocketmq.client.producer.config import SendAttemptHook
 from pocketmq.client.producer.producer import Producer, SendCallback
 from pocketmq.client.producer.send_loop import MessageQueueSelector
@@ -60,6 +70,7 @@ __all__ = [
     "ConsumeResult",
     "ConsumerStateError",
     "InvalidMessageError",
+    "LitePullConsumer",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -79,6 +90,10 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "RemotingError",
+    "ReplyMessageError",
+    "RequestExpiredError",
+    "RequestTableFullError",
+    "RequestTimeoutError",
     "ResponseError",
     "SendAttemptHook",
     "SendCallback",
@@ -91,4 +106,5 @@ __all__ = [
     "TransactionProducer",
     "TransactionSendResult",
     "TransactionState",
+    "create_reply_message",
 ]

@@ -1,5 +1,5 @@
 """Blocking facades for code without an event loop: ``client.blocking.Producer``, ``PushConsumer``, ``PullConsumer``,
-``SimpleConsumer``.
+``LitePullConsumer``, ``SimpleConsumer``.
 
 Each owns a uvloop event loop running on a daemon thread (:class:`_LoopThread`) and the asyncio member on it
 (:class:`_Blocking`, the one facade they share); every method hands its work to that loop and waits for it
@@ -19,6 +19,9 @@ Callbacks of ``send_async`` and the futures' done-callbacks run on the loop thre
 a blocking method from that thread would wait on itself, so it raises ``RuntimeError`` instead.
 ``shutdown()`` shuts the asyncio member down, stops the loop and joins the thread.
 
+The module is longer than 600 lines because every facade lives beside the loop-thread runner they share, so that
+``pocketmq.client.blocking`` stays the one import path of the blocking API.
+
 ``TransactionProducer`` is the blocking twin of :class:`pocketmq.client.producer.transaction.TransactionProducer`: its
 listener's two methods are plain functions run in a pool of ``listener_threads`` threads (they may block on a
 database), and ``send_message_in_transaction`` waits for the half message, the local transaction and the
@@ -37,6 +40,17 @@ The consumers work the same way::
     consumer.subscribe("TopicTest", "TagA")
     consumer.register_handler(handle)
     consumer.start()
+
+A lite pull consumer is polled from the caller's thread (``poll`` waits there, at most its timeout)::
+
+    with LitePullConsumer("my-group", namesrv_addr="127.0.0.1:9876", start=False) as consumer:
+        ...
+
+    consumer = LitePullConsumer("my-group", namesrv_addr="127.0.0.1:9876")   # not started yet
+    consumer.subscribe("TopicTest", "*")
+    consumer.start()
+    for msg in consumer.poll(timeout=1.0):
+        ...
 
 A push consumer's handler runs in a thread pool of ``consume_thread_max`` threads (default 20), never on
 the loop thread, so a handler may block; the asyncio consumer never has more handlers in flight than that,
@@ -58,7 +72,8 @@ from typing import Any, Generic, Protocol, Self, TypeVar, Unpack
 
 import uvloop
 
-from pocketmq.client.consumer.config import ConsumerArgs, PullConsumerArgs, SimpleConsumerArgs
+from pocketmq.client.consumer.config import ConsumerArgs, LitePullConsumerArgs, PullConsumerArgs, SimpleConsumerArgs
+from pocketmq.client.consumer.lite_pull import LitePullConsumer as AsyncLitePullConsumer
 from pocketmq.client.consumer.pull import BROKER_SUSPEND_MAX, PULL_RPC_MARGIN
 from pocketmq.client.consumer.pull import PullConsumer as AsyncPullConsumer
 from pocketmq.client.consumer.pull_result import PullResult
@@ -83,6 +98,7 @@ __all__ = [
     "BlockingBatchHandler",
     "BlockingHandler",
     "BlockingTransactionListener",
+    "LitePullConsumer",
     "Producer",
     "PullConsumer",
     "PushConsumer",
@@ -311,6 +327,19 @@ class Producer(_Blocking[AsyncProducer]):
         self._acquire(budget)
         try:
             return self._runner.call(self._member.send_batch(batch, timeout=budget), budget + CALL_MARGIN)
+        finally:
+            self._slots.release()
+
+    def request(
+        self, msg: Message, *, timeout: float | None = None, selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> MessageExt:
+        """Blocking :meth:`pocketmq.client.producer.producer.Producer.request`: the reply, within ``timeout``."""
+        budget = self._budget(timeout)
+        self._acquire(budget)
+        try:
+            return self._runner.call(self._member.request(msg, timeout=budget, selector=selector, arg=arg),
+                                     budget + CALL_MARGIN)
         finally:
             self._slots.release()
 
@@ -553,6 +582,84 @@ class SimpleConsumer(_Blocking[AsyncSimpleConsumer]):
 
     def change_invisible_duration(self, message: MessageExt, invisible_duration: float) -> None:
         self._runner.call(self._member.change_invisible_duration(message, invisible_duration), self._call_wait())
+
+
+class LitePullConsumer(_Blocking[AsyncLitePullConsumer]):
+    """Blocking twin of :class:`pocketmq.client.consumer.lite_pull.LitePullConsumer`; takes the same keyword
+    arguments. ``start`` (default false, since subscriptions or queues come first) starts it in the constructor;
+    ``with LitePullConsumer(...) as c`` starts it on entry."""
+
+    _role = "lite-pull-consumer"
+
+    def __init__(self, group: str, *, start: bool = False, **options: Unpack[LitePullConsumerArgs]) -> None:
+        super().__init__(AsyncLitePullConsumer(group, **options), start=start)
+
+    @property
+    def async_consumer(self) -> AsyncLitePullConsumer:
+        """The asyncio consumer underneath (use it only from its loop: :attr:`loop`)."""
+        return self._member
+
+    def _call_now(self, fn: Callable[[], T]) -> T:
+        """``fn`` on the loop when it runs (the member is the loop's from then on), else here."""
+        if self._runner.started and not self._runner.stopped:
+            return self._runner.run(fn, CALL_MARGIN)
+        return fn()
+
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
+        self._call_now(lambda: self._member.subscribe(topic, expression))
+
+    def unsubscribe(self, topic: str) -> None:
+        self._call_now(lambda: self._member.unsubscribe(topic))
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        chosen = list(queues)
+        self._call_now(lambda: self._member.assign(chosen))
+
+    def poll(self, timeout: float | None = None) -> list[MessageExt]:
+        """Blocking :meth:`~pocketmq.client.consumer.lite_pull.LitePullConsumer.poll`."""
+        wait = self._member.config.poll_timeout if timeout is None else timeout
+        return self._runner.call(self._member.poll(timeout), max(wait, 0.0) + CALL_MARGIN)
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        self._runner.call(self._member.seek(mq, offset), self._call_wait())
+
+    def seek_to_begin(self, mq: MessageQueue) -> None:
+        self._runner.call(self._member.seek_to_begin(mq), self._call_wait())
+
+    def seek_to_end(self, mq: MessageQueue) -> None:
+        self._runner.call(self._member.seek_to_end(mq), self._call_wait())
+
+    def pause(self, queues: Iterable[MessageQueue]) -> None:
+        chosen = list(queues)
+        self._runner.run(lambda: self._member.pause(chosen), CALL_MARGIN)
+
+    def resume(self, queues: Iterable[MessageQueue]) -> None:
+        chosen = list(queues)
+        self._runner.run(lambda: self._member.resume(chosen), CALL_MARGIN)
+
+    def commit_sync(self, queues: Iterable[MessageQueue] | None = None) -> None:
+        chosen = None if queues is None else list(queues)
+        self._runner.call(self._member.commit_sync(chosen), self._call_wait())
+
+    def committed(self, mq: MessageQueue) -> int:
+        return self._runner.call(self._member.committed(mq), self._call_wait())
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        return self._runner.call(self._member.fetch_message_queues(topic), self._call_wait())
+
+    def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._runner.call(self._member.offset_for_timestamp(mq, timestamp_ms), self._call_wait())
+
+    @property
+    def assigned_queues(self) -> list[MessageQueue]:
+        return self._runner.run(lambda: self._member.assigned_queues, CALL_MARGIN)
+
+    def shutdown(self) -> None:
+        """Commit and persist the offsets, unregister, stop the loop and join the thread."""
+        self._shutdown(self._member.shutdown, 3 * self._member.config.namesrv_timeout + CALL_MARGIN)
+
+    def _start_wait(self) -> float:
+        return START_TIMEOUT + 2 * self._member.config.namesrv_timeout
 
 
 class BlockingTransactionListener(Protocol):

@@ -51,6 +51,18 @@ class MessageConst:
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
     #: The half-queue offset of the first half message a copy was made from.
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+    #: Request-reply: the id that matches a reply to its request (a UUID, set by the requester).
+    PROPERTY_CORRELATION_ID = "CORRELATION_ID"
+    #: Request-reply: the client id of the requester, whose connection the broker pushes the reply to.
+    PROPERTY_MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    #: Request-reply: how long (ms) the requester waits for the reply.
+    PROPERTY_MESSAGE_TTL = "TTL"
+    #: Request-reply: when (epoch ms) the reply reached the requesting client.
+    PROPERTY_REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    #: Request-reply: when (epoch ms) the broker pushed the reply.
+    PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+    #: ``reply`` on a reply message: the producer sends it with SEND_REPLY_MESSAGE(_V2).
+    PROPERTY_MESSAGE_TYPE = "MSG_TYPE"
 
     #: Keys are space-separated inside ``KEYS``.
     KEY_SEPARATOR = " "
@@ -75,6 +87,8 @@ class MessageConst:
     PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
     PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
     # --- end RocketMQ 5 ---
+    #: The ``MSG_TYPE`` of a reply (RocketMQ's ``MixAll.REPLY_MESSAGE_FLAG``).
+    REPLY_MESSAGE_FLAG = "reply"
 
 
 NAME_VALUE_SEPARATOR = "\x01"

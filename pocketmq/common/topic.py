@@ -77,3 +77,14 @@ def is_retry_topic(topic: str) -> bool:
 
 def is_dlq_topic(topic: str) -> bool:
     return topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+
+
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+"""``<cluster>_REPLY_TOPIC``: the topic replies are sent to (RocketMQ's ``MixAll.REPLY_TOPIC_POSTFIX``)."""
+
+
+def reply_topic(cluster_name: str) -> str:
+    """``<cluster>_REPLY_TOPIC``: where the replies of requests answered in ``cluster_name`` are sent; every broker
+    of the cluster has it (one queue), so it is routable, and a reply is pushed to its requester, not stored for
+    consumers (unless ``storeReplyMessageEnable``)."""
+    return f"{cluster_name}_{REPLY_TOPIC_POSTFIX}"

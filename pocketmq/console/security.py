@@ -26,10 +26,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from pocketmq.common.logs import get_logger
 from pocketmq.console.config import ConsoleConfig, normalise_base_path
-
-log = get_logger("pocketmq.console.security")
 
 SESSION_COOKIE = "pmq_session"
 LOGIN_CSRF_COOKIE = "pmq_login_csrf"

@@ -30,7 +30,6 @@ from typing import Any, Generic, TypeVar
 
 from pocketmq.admin import api_ops
 from pocketmq.admin.api import AdminClient, AdminError
-from pocketmq.common.logs import get_logger
 from pocketmq.common.service import Service, on_demand, periodic
 from pocketmq.common.topic import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -41,8 +40,6 @@ from pocketmq.common.topic import (
 )
 from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.remoting import route as rd
-
-log = get_logger("pocketmq.console.view")
 
 SAMPLE_INTERVAL = 2.0
 SAMPLE_WHILE_VIEWED = 60.0

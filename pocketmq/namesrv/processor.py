@@ -69,9 +69,9 @@ class NamesrvProcessor:
         body = bytes(req.body or b"")
         if header.body_crc32 != 0 and rd.body_crc32(body) != header.body_crc32:
             return req.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        wrapper = None
-        filter_servers: list[str] = []
-        if body:
+        wrapper = self._unchanged(header, req.version, body)
+        filter_servers: list[str] | None = None if wrapper is not None else []
+        if body and wrapper is None:
             decoded = rd.decode_register_body(
                 body, compressed=header.compressed, version=req.version, serialize_type=req.serialize_type
             )
@@ -92,6 +92,17 @@ class NamesrvProcessor:
         table = self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG)
         out_body = rd.encode_body(rd.KVTable(table).to_json_dict(), req.serialize_type) if table else None
         return req.response(ResponseCode.SUCCESS, ext_fields=fields, body=out_body)
+
+    def _unchanged(self, header: RegisterBrokerRequestHeader, version: int,
+                   body: bytes) -> rd.TopicConfigSerializeWrapper | None:
+        """For a compressed body whose DataVersion this name server already holds from the broker: an empty table
+        with that version (nothing more to decode; filter servers are left as they are). None otherwise."""
+        if not body or not header.compressed or version < rd.REGISTER_BODY_MIN_VERSION:
+            return None
+        data_version = rd.peek_compressed_data_version(body)
+        if self.routes.needs_topic_config(header.broker_name, header.broker_id, header.broker_addr, data_version):
+            return None
+        return rd.TopicConfigSerializeWrapper({}, data_version)
 
     def unregister_broker(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UnregisterBrokerRequestHeader.from_command(req)

@@ -115,20 +115,17 @@ class RouteInfoManager:
         _check_broker_id(broker_id)
         _check_name(ha_server_addr, "haServerAddr", allow_empty=True)
         filter_servers = [_check_name(s, "filterServer") for s in filter_server_list or ()]
-        if topic_config_wrapper is not None:
+        data_version = topic_config_wrapper.data_version if topic_config_wrapper else DataVersion()
+        # Topic data comes only from masters, and only when it may have changed.
+        take_topics = topic_config_wrapper is not None and self.needs_topic_config(
+            broker_name, broker_id, broker_addr, data_version)
+        if topic_config_wrapper is not None and take_topics:
             for topic_config in topic_config_wrapper.topic_config_table.values():
                 _check_name(topic_config.topic_name, "topicName")
 
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
-        first_registration = self._put_broker_addr(cluster, broker_name, broker_id, broker_addr)
-
-        data_version = topic_config_wrapper.data_version if topic_config_wrapper else DataVersion()
-        # Topic data comes only from masters, and only when it may have changed.
-        if (
-            topic_config_wrapper is not None
-            and broker_id == MASTER_ID
-            and (first_registration or self.is_broker_topic_config_changed(broker_addr, data_version))
-        ):
+        self._put_broker_addr(cluster, broker_name, broker_id, broker_addr)
+        if topic_config_wrapper is not None and take_topics:
             for topic_config in topic_config_wrapper.topic_config_table.values():
                 self._update_queue_data(broker_name, topic_config)
 
@@ -141,6 +138,17 @@ class RouteInfoManager:
             else:
                 self.filter_server_table.pop(broker_addr, None)
         return self._master_of(broker_name) if broker_id != MASTER_ID else RegisterBrokerResult()
+
+    def needs_topic_config(self, broker_name: str, broker_id: int, broker_addr: str, data_version: DataVersion) -> bool:
+        """True when a registration of ``broker_addr`` with ``data_version`` would update routes: it comes from a
+        master that is new (or new in its id) or whose topic table version moved. A processor may skip decoding the
+        topics of a registration for which this is False."""
+        if broker_id != MASTER_ID:
+            return False
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None or broker_id not in broker_data.broker_addrs:
+            return True
+        return self.is_broker_topic_config_changed(broker_addr, data_version)
 
     def _put_broker_addr(self, cluster: str, broker_name: str, broker_id: int, broker_addr: str) -> bool:
         """Add ``broker_id -> broker_addr`` to the group; True when the group or the id was new."""

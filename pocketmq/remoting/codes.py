@@ -160,6 +160,8 @@ class RequestCode(IntEnum):
     QUERY_DATA_VERSION = 322
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
+    #: Broker to requesting client: a reply (header ReplyMessageRequestHeader, body the reply's body).
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     GET_TOPIC_CONFIG = 351
@@ -179,6 +181,8 @@ class RequestCode(IntEnum):
     # --- RocketMQ 5 proxy (reads one consumer group's settings) ---
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     # --- end RocketMQ 5 proxy ---
+    #: RocketMQ 5's batch topic creation: empty header, body ``{"topicConfigList":[TopicConfig JSON, ...]}``.
+    UPDATE_AND_CREATE_TOPIC_LIST = 18
     #: RocketMQ 5's timer-wheel backlog (``TimerMetricsSerializeWrapper``: ``timingCount`` per topic); the console
     #: reads it and shows "n/a" while a broker answers REQUEST_CODE_NOT_SUPPORTED.
     GET_TIMER_METRICS = 61

@@ -489,3 +489,28 @@ class CheckTransactionStateRequestHeader(CommandHeader):
     transaction_id: str | None = None
     offset_msg_id: str | None = None
     topic: str | None = None
+
+
+# -- request-reply ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplyMessageRequestHeader(CommandHeader):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker to the requesting client: the reply's send header as the
+    replier sent it (SEND_REPLY_MESSAGE's long names), plus where it came from (``bornHost``, the replier's
+    ``ip:port``), the broker's ``storeHost`` and ``storeTimestamp`` (epoch ms). The body is the reply's body."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    born_host: str
+    store_host: str
+    store_timestamp: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False

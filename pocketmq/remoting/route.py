@@ -71,6 +71,7 @@ __all__ = [
     "encode_cluster_info",
     "encode_register_body",
     "encode_route",
+    "peek_compressed_data_version",
 ]
 
 #: brokerId of a master; slaves have ids >= 1.
@@ -482,19 +483,24 @@ def decode_register_body(
 
 
 def _encode_compressed(body: RegisterBrokerBody) -> bytes:
-    parts: list[bytes] = []
-
-    def chunk(data: bytes) -> None:
-        parts.append(_INT32.pack(len(data)))
-        parts.append(data)
-
     wrapper = body.topic_config_wrapper
-    chunk(fastjson.dumps(wrapper.data_version.to_json_dict()))
-    parts.append(_INT32.pack(len(wrapper.topic_config_table)))
-    for tc in wrapper.topic_config_table.values():
-        chunk(tc.encode_compact().encode())
-    chunk(fastjson.dumps(list(body.filter_server_list)))
-    return zlib.compress(b"".join(parts), 9)
+    lines = [compact_line(tc) for tc in wrapper.topic_config_table.values()]
+    return encode_compressed_register_body(wrapper.data_version, lines, body.filter_server_list)
+
+
+def compact_line(config: TopicConfig) -> bytes:
+    """One topic of a compressed register body, with its length prefix."""
+    line = config.encode_compact().encode()
+    return _INT32.pack(len(line)) + line
+
+
+def encode_compressed_register_body(version: DataVersion, lines: list[bytes], filter_servers: list[str]) -> bytes:
+    """A compressed REGISTER_BROKER body from its topics' :func:`compact_line`\\ s (a broker may keep them from
+    one registration to the next: only changed topics need encoding again)."""
+    data_version = fastjson.dumps(version.to_json_dict())
+    filters = fastjson.dumps(list(filter_servers))
+    head = _INT32.pack(len(data_version)) + data_version + _INT32.pack(len(lines))
+    return zlib.compress(b"".join((head, *lines, _INT32.pack(len(filters)), filters)), 9)
 
 
 def _inflate(data: bytes) -> bytes:
@@ -529,6 +535,30 @@ class _Reader:
         data = self.data[self.pos : self.pos + size]
         self.pos += size
         return data
+
+
+#: Longest DataVersion JSON a compressed register body may start with (it is ~40 bytes).
+_MAX_PEEKED_VERSION = 4096
+
+
+@_decoding
+def peek_compressed_data_version(body: bytes | bytearray | memoryview) -> DataVersion:
+    """The DataVersion at the head of a compressed REGISTER_BROKER body, inflating only that much: a name
+    server that already holds this version from the broker need not inflate and parse 10,000 topics again."""
+    inflater = zlib.decompressobj()
+    try:
+        head = inflater.decompress(bytes(body), 4)
+        if len(head) < 4:
+            raise BodyDecodeError("compressed register body: truncated length")
+        (size,) = _INT32.unpack_from(head, 0)
+        if not 0 <= size <= _MAX_PEEKED_VERSION:
+            raise BodyDecodeError(f"compressed register body: DataVersion of {size} bytes")
+        text = inflater.decompress(inflater.unconsumed_tail, size)
+    except zlib.error as exc:
+        raise BodyDecodeError(f"compressed register body: corrupt: {exc}") from None
+    if len(text) < size:
+        raise BodyDecodeError("compressed register body: truncated DataVersion")
+    return DataVersion.from_json_dict(_root(decode_body(text), "dataVersion"))
 
 
 def _decode_compressed(data: bytes) -> RegisterBrokerBody:

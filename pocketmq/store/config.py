@@ -130,8 +130,11 @@ class StoreConfig:
     """Most records one query by key answers."""
     default_query_max_num: int = 32
     """``maxNum`` of a query by unique key (the client's own is ignored, as in RocketMQ)."""
-    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_max_delay_sec: int = field(default=3 * 24 * 3600, metadata={"unit": "s"})
     """Timer messages (``TIMER_DELIVER_MS``...) may be due at most this far ahead; later ones are refused."""
+    max_open_consume_queue_files: int = field(default=0, metadata={"unit": "count"})
+    """Consume-queue files mapped at once (each a map and two descriptors); idle queues are released and
+    mapped again when used. 0: derived from ``ulimit -n`` and ``vm.max_map_count`` (``store.queue_table``)."""
 
     def __post_init__(self) -> None:
         _check(bool(self.store_path_root_dir), "store_path_root_dir must be set")
@@ -156,6 +159,7 @@ class StoreConfig:
             _check(getattr(self, name) > 0, f"{name} must be positive")
         _check(self.max_index_num >= 2, "max_index_num must be at least 2")
         _check(self.timer_max_delay_sec > 0, "timer_max_delay_sec must be positive")
+        _check(self.max_open_consume_queue_files >= 0, "max_open_consume_queue_files must not be negative")
         parse_delete_when(self.delete_when)
         parse_delay_levels(self.message_delay_level)
         parse_host_port(self.store_host)
@@ -235,6 +239,8 @@ PROPERTY_NAMES: dict[str, str] = {
     "maxMsgsNumBatch": "max_msgs_num_batch",
     "defaultQueryMaxNum": "default_query_max_num",
     "timerMaxDelaySec": "timer_max_delay_sec",
+    # PocketMQ's own: the bound on mapped consume-queue files.
+    "maxOpenConsumeQueueFiles": "max_open_consume_queue_files",
 }
 """RocketMQ property name -> StoreConfig field."""
 

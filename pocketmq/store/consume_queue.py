@@ -17,19 +17,39 @@ a damaged tail, and truncation to a commit-log offset is a binary search.
 
 Like the commit log, a queue's files are sparse with a small reserved window ahead of the writer
 (``reserveWindowConsumeQueue``, see :mod:`pocketmq.store.mapped_file`): the put path makes sure of the room for a
-unit (:meth:`ConsumeQueue.has_room`) before it appends the record, so a unit never goes past the window.
+unit (:meth:`ConsumeQueue.has_room`) before it appends the record, so a unit never goes past the window. The window
+starts at half a page and doubles with each reservation up to ``reserveWindowConsumeQueue``: a queue that got one
+message holds one page of disk, a busy one the whole window. The next file is created when the last one is half
+written, not when it is started (a store of many queues would otherwise hold two files, maps and descriptors
+each).
+
+A queue's files are mapped while it is used and can be *released* (:meth:`ConsumeQueue.release`): unmapped and
+closed, with what reads and writes need to map them again (:class:`Released`) kept; the next read or write maps
+them again (:meth:`ConsumeQueue.restore`: an open and an ``mmap`` per file) without the caller noticing. The
+store's :class:`~pocketmq.store.queue_table.ConsumeQueueTable` decides which queues are released (idle ones, and
+the least recently used when its bound on mapped files is reached); ``before_map`` is its hook, told before the
+queue maps files (it may release others, or refuse with a clear error when nothing can be released).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import mmap
 import os
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pocketmq.common.logs import get_logger
 from pocketmq.store.config import CQ_STORE_UNIT_SIZE
-from pocketmq.store.mapped_file import DEFAULT_WINDOW, MappedFile, MappedFileAllocator, MappedFileQueue, wait_shared
+from pocketmq.store.mapped_file import (
+    DEFAULT_WINDOW,
+    MappedFile,
+    MappedFileAllocator,
+    MappedFileQueue,
+    file_name_for,
+    wait_shared,
+)
 
 log = get_logger("pocketmq.store.consume_queue")
 
@@ -43,10 +63,35 @@ _BLANK_UNIT = CQ_UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 StoreTimeLookup = Callable[[int, int], int]
 #: files that left the queue, to be destroyed in a thread
 Discard = Callable[[list[MappedFile]], None]
+#: told before a queue maps ``count`` more files (may raise OSError: no room under the store's bound)
+BeforeMap = Callable[["ConsumeQueue", int], None]
+#: first_phys of a released queue with no unit: no commit-log minimum reaches it
+_NO_RECORD = (1 << 63) - 1
+#: The window a new queue starts with (it doubles at each reservation up to ``reserveWindowConsumeQueue``).
+FIRST_WINDOW = mmap.PAGESIZE // 2
+
+
+@dataclass(slots=True)
+class Released:
+    """What a released queue keeps of its files: where each starts, the last one's positions, the queue's
+    offsets, its first readable unit (None: the queue is empty) and the commit-log offset of that unit's record
+    (-1 for a blank unit)."""
+
+    starts: list[int]
+    wrote: int
+    reserved: int
+    min_offset: int
+    max_offset: int
+    first_unit: tuple[int, int, int] | None
+    first_phys: int
 
 
 class ConsumeQueue:
     """The index of one topic queue."""
+
+    # Slots: a store of tens of thousands of queues holds one of these each, most of them released.
+    __slots__ = ("_discard", "_half", "before_map", "file_size", "max_physic_offset", "min_logic_offset", "queue",
+                 "queue_id", "released", "tail", "topic", "used")
 
     def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int,
                  allocator: MappedFileAllocator, discard: Discard | None = None, *,
@@ -55,7 +100,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size, allocator,
-                                     warm=warm, window=window)
+                                     warm=warm, window=window, initial_window=FIRST_WINDOW)
         self._discard = discard or _destroy_now
         self._half = file_size // 2 - (file_size // 2) % UNIT_SIZE
         #: first readable unit (blank fillers and units whose record was deleted are before it)
@@ -64,38 +109,118 @@ class ConsumeQueue:
         self.max_physic_offset = 0
         #: the last file (the one written), kept in step with ``queue.files`` by :meth:`_sync_tail`
         self.tail: MappedFile | None = None
+        #: set by every write and read, cleared by the table's sweep (its "recently used" bit)
+        self.used = False
+        #: not None while the files are released (unmapped)
+        self.released: Released | None = None
+        self.before_map: BeforeMap | None = None
 
     def _sync_tail(self) -> None:
         files = self.queue.files
         self.tail = files[-1] if files else None
+
+    # ------------------------------------------------------------------------------------ mapping
+
+    def release(self) -> list[MappedFile] | None:
+        """Unmap the queue's files (returned, for the caller to close, in a thread once the store runs), keeping
+        what is needed to map them again. None (nothing done) when the queue has no files, is released already,
+        or cannot be released now: units not yet flushed, or the creation of its next file under way. A next file
+        created and not taken yet is closed too (it is all zeros; a later roll opens it). A reservation under way
+        may finish on the closed file or find it closed (``MappedFile.reserve`` holds its lock either way); the
+        queue mapped again asks for what its window still lacks."""
+        queue = self.queue
+        files = queue.files
+        if not files or self.released is not None or queue.dirty_bytes() > 0:
+            return None
+        tail = files[-1]
+        closing = list(files)
+        following = queue.allocator.pending(os.path.join(queue.store_dir, file_name_for(tail.file_end_offset)))
+        if following is not None:
+            if not following.done():
+                return None
+            if following.exception() is None:
+                closing.append(queue.allocator.take(following.result().path, self.file_size))
+        min_offset, max_offset = self.min_offset, self.max_offset
+        first = self.get_unit(min_offset) if min_offset < max_offset else None
+        # An empty queue has nothing retention could remove; a blank first unit sends the check to the files.
+        first_phys = _NO_RECORD if first is None else (-1 if first[1] == BLANK_UNIT_SIZE else first[0])
+        self.released = Released([m.file_from_offset for m in files], tail.wrote_position, tail.reserved,
+                                 min_offset, max_offset, first, first_phys)
+        queue.files = []
+        self.tail = None
+        return closing
+
+    def restore(self) -> None:
+        """Map a released queue's files again (an open and an ``mmap`` each). Raises OSError when that fails or
+        the store's bound on mapped files leaves no room (the queue then stays released)."""
+        released = self.released
+        if released is None:
+            return
+        if self.before_map is not None:
+            self.before_map(self, len(released.starts))
+        files: list[MappedFile] = []
+        try:
+            for start in released.starts:
+                files.append(MappedFile.open_existing(os.path.join(self.queue.store_dir, file_name_for(start)),
+                                                      self.file_size))
+        except BaseException:
+            for mapped in files:
+                mapped.close()
+            raise
+        for mapped in files[:-1]:
+            mapped.wrote_position = mapped.flushed_position = mapped.reserved = self.file_size
+        tail = files[-1]
+        tail.wrote_position = tail.flushed_position = released.wrote
+        tail.reserved = released.reserved
+        if not tail.is_full:
+            tail.write_ahead_only(True)
+        self.queue.files = files
+        self.released = None
+        self._sync_tail()
+
+    def _roll(self, start_offset: int | None = None) -> MappedFile:
+        """The queue's next file (its first at ``start_offset``), mapped now; the one after it is asked for
+        when this one is half written, not now."""
+        if self.before_map is not None:
+            self.before_map(self, 1)
+        return self.queue.roll(start_offset, request_next=False)
 
     # ------------------------------------------------------------------------------------- offsets
 
     @property
     def max_offset(self) -> int:
         """Next unit index to be written (the queue's max offset)."""
+        released = self.released
+        if released is not None:
+            return released.max_offset
         return self.queue.max_offset // UNIT_SIZE
 
     @property
     def min_offset(self) -> int:
         """First readable unit index."""
+        released = self.released
+        if released is not None:
+            return released.min_offset
         return max(self.min_logic_offset, self.queue.min_offset // UNIT_SIZE)
 
     def prepare(self, index: int) -> None:
         """Make sure unit ``index`` (the next one) has a file to go into, creating it here if needed.
         Raises OSError when it cannot be created."""
+        self.restore()
         queue = self.queue
         if not queue.files:
-            mapped = queue.roll(index * UNIT_SIZE)
+            mapped = self._roll(index * UNIT_SIZE)
             self.min_logic_offset = index
             self._fill_blanks(mapped, index * UNIT_SIZE)
         elif queue.files[-1].is_full:
-            queue.roll()
+            self._roll()
         self._sync_tail()
 
     def request_file_for(self, index: int) -> concurrent.futures.Future[MappedFile] | None:
         """Ask the allocator for the file that will hold unit ``index``, reserved up to a window past it
         (None if nothing to wait for)."""
+        if self.released is not None:
+            return None
         files = self.queue.files
         if files and not files[-1].is_full:
             return None
@@ -130,6 +255,7 @@ class ConsumeQueue:
     async def prepare_unit(self, index: int) -> None:
         """Create (in the allocator's thread) the file unit ``index`` goes into and wait until its room is
         reserved, so that :meth:`can_put` holds (raises OSError)."""
+        self.restore()
         future = self.request_file_for(index)
         if future is not None:
             await wait_shared(future)
@@ -174,6 +300,7 @@ class ConsumeQueue:
         CQ_UNIT.pack_into(tail.view, pos, phys_offset, size, tags_code)
         tail.wrote_position = pos + UNIT_SIZE
         self.max_physic_offset = phys_offset + size
+        self.used = True
         if pos == self._half:
             self.queue.request_next()
         return True
@@ -193,6 +320,7 @@ class ConsumeQueue:
                 tail.wrote_position = pos
                 phys, size, _tags = units[-1]
                 self.max_physic_offset = phys + size
+                self.used = True
                 if pos > self._half >= pos - count * UNIT_SIZE:
                     self.queue.request_next()
                 return
@@ -208,9 +336,10 @@ class ConsumeQueue:
 
     def _put_slow_unsynced(self, index: int, phys_offset: int, size: int, tags_code: int) -> None:
         target = index * UNIT_SIZE
+        self.restore()
         queue = self.queue
         if not queue.files:
-            mapped = queue.roll(target)
+            mapped = self._roll(target)
             self.min_logic_offset = index
             self._fill_blanks(mapped, target)
         else:
@@ -229,11 +358,11 @@ class ConsumeQueue:
                             queue_id=self.queue_id, expected=current // UNIT_SIZE, got=index)
                 while queue.max_offset < target:
                     last = queue.last
-                    mapped = last if last is not None and not last.is_full else queue.roll()
+                    mapped = last if last is not None and not last.is_full else self._roll()
                     self._fill_blanks(mapped, min(target, mapped.file_end_offset))
         tail = queue.last
         if tail is None or tail.is_full:
-            tail = queue.roll()
+            tail = self._roll()
         pos = tail.wrote_position
         queue.ensure_room(tail, pos + UNIT_SIZE)
         CQ_UNIT.pack_into(tail.view, pos, phys_offset, size, tags_code)
@@ -251,7 +380,11 @@ class ConsumeQueue:
     # ---------------------------------------------------------------------------------------- reads
 
     def get_units(self, index: int, max_units: int) -> memoryview | None:
-        """Up to ``max_units`` consecutive units from ``index``, within one file (zero-copy)."""
+        """Up to ``max_units`` consecutive units from ``index``, within one file (zero-copy). A released queue
+        is mapped again first (raises OSError when the store's bound leaves no room)."""
+        if self.released is not None:
+            self.restore()
+        self.used = True
         byte = index * UNIT_SIZE
         mapped = self.queue.find(byte)
         if mapped is None:
@@ -261,9 +394,31 @@ class ConsumeQueue:
         return mapped.select(pos, size) if size > 0 else None
 
     def get_unit(self, index: int) -> tuple[int, int, int] | None:
-        """(commit-log offset, size, tag code) of unit ``index``."""
+        """(commit-log offset, size, tag code) of unit ``index``. A released queue answers from what it kept or
+        with one ``pread`` of the file, without being mapped (reports walk every queue)."""
+        released = self.released
+        if released is not None:
+            return self._released_unit(released, index)
         view = self.get_units(index, 1)
         return None if view is None else CQ_UNIT.unpack(view)
+
+    def _released_unit(self, released: Released, index: int) -> tuple[int, int, int] | None:
+        if index == released.min_offset:
+            return released.first_unit
+        byte = index * UNIT_SIZE
+        starts = released.starts
+        if not starts or index < released.min_offset or byte < starts[0]:
+            return None
+        start = starts[min((byte - starts[0]) // self.file_size, len(starts) - 1)]
+        pos = byte - start
+        if pos < 0 or pos + UNIT_SIZE > (released.wrote if start == starts[-1] else self.file_size):
+            return None
+        fd = os.open(os.path.join(self.queue.store_dir, file_name_for(start)), os.O_RDONLY)
+        try:
+            data = os.pread(fd, UNIT_SIZE, pos)
+        finally:
+            os.close(fd)
+        return CQ_UNIT.unpack(data) if len(data) == UNIT_SIZE else None
 
     def get_offset_in_queue_by_time(self, timestamp: int, store_time: StoreTimeLookup) -> int:
         """The first queue offset whose message was stored at or after ``timestamp`` (ms): the min offset
@@ -329,7 +484,12 @@ class ConsumeQueue:
         master's). Files that leave the queue go to ``discard`` (destroyed here when None). Walking back
         from the end rather than searching also drops the holes a crash leaves in the part being
         re-indexed (zero units of pages that never reached the disk). Before that point every unit is
-        known to be on disk, so no hole can hide there. Blocking (zero-fills the cut file)."""
+        known to be on disk, so no hole can hide there. Blocking (zero-fills the cut file). A released queue
+        whose last record ends before ``phys_offset`` has nothing to drop and stays released."""
+        if self.released is not None:
+            if self.max_physic_offset <= phys_offset:
+                return
+            self.restore()
         floor = self.queue.min_offset // UNIT_SIZE
         index = self.max_offset
         while index > floor:
@@ -344,6 +504,13 @@ class ConsumeQueue:
         last = self.get_unit(index - 1) if index > floor else None
         self.max_physic_offset = last[0] + last[1] if last and last[1] != BLANK_UNIT_SIZE else 0
 
+    def _released_untouched_by(self, commit_log_min_offset: int) -> bool:
+        """True for a released queue that a commit-log minimum of ``commit_log_min_offset`` leaves as it is: no
+        file but its last (which is never deleted) and its first readable unit's record still there."""
+        released = self.released
+        return (released is not None and len(released.starts) <= 1
+                and released.first_phys >= commit_log_min_offset)
+
     def _cut(self, byte_offset: int, discard: Discard | None = None) -> None:
         removed = self.queue.truncate(byte_offset)
         for mapped in self.queue.files:
@@ -357,6 +524,10 @@ class ConsumeQueue:
 
     def correct_min_offset(self, commit_log_min_offset: int) -> None:
         """Move ``min_logic_offset`` past units whose records were deleted (and past blank fillers)."""
+        if self.released is not None:
+            if self.released.first_phys >= commit_log_min_offset:
+                return
+            self.restore()
         lo = max(self.min_logic_offset, self.queue.min_offset // UNIT_SIZE)
         hi = self.max_offset
         while lo < hi:
@@ -371,6 +542,9 @@ class ConsumeQueue:
     def delete_expired(self, commit_log_min_offset: int) -> list[MappedFile]:
         """Take out of the queue the files whose every record is gone from the commit log (never the
         last file); returns them for the caller to destroy in a thread."""
+        if self._released_untouched_by(commit_log_min_offset):
+            return []
+        self.restore()
         count = 0
         for mapped in self.queue.files[:-1]:
             if not mapped.is_full or mapped.file_end_offset > self.queue.flushed_where:

@@ -9,6 +9,8 @@ not running (:class:`StoreNotRunningError`).
 
 from __future__ import annotations
 
+import errno
+
 
 class StoreError(Exception):
     """The store cannot do what was asked: bad directory layout, locked directory, bad configuration."""
@@ -16,3 +18,11 @@ class StoreError(Exception):
 
 class StoreNotRunningError(StoreError):
     """A read or write reached a store that was never started or is already shut down."""
+
+
+class ConsumeQueueLimitError(StoreError, OSError):
+    """The store's bound on mapped consume-queue files (``maxOpenConsumeQueueFiles``) is reached and no mapped
+    queue can be released now; the message says what to raise."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EMFILE, message)

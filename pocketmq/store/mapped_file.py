@@ -398,6 +398,14 @@ class MappedFileAllocator:
         self._executor.submit(self._allocate, path, file_size, warm, reserve, created)
         return created
 
+    async def run(self, fn: Callable[..., object], *args: object) -> None:
+        """Run ``fn(*args)`` in the allocator's thread, after the creations asked for before it (here without an
+        executor)."""
+        if self._executor is None:
+            fn(*args)
+            return
+        await wait_shared(self._executor.submit(fn, *args))
+
     def pending(self, path: str) -> concurrent.futures.Future[MappedFile] | None:
         """The creation under way (or done, not yet taken) of ``path``, if any."""
         return self._pending.get(path)
@@ -507,13 +515,21 @@ class MappedFileQueue:
     blocking work on removed files (unlink, munmap) is the caller's to run in a thread.
     """
 
+    # Slots: a store of tens of thousands of consume queues holds one of these each.
+    __slots__ = ("_half", "_refill", "_target", "allocator", "files", "flushed_where", "mapped_file_size",
+                 "max_window", "store_dir", "tail_margin", "warm", "window")
+
     def __init__(self, store_dir: str, mapped_file_size: int, allocator: MappedFileAllocator | None = None,
-                 *, warm: bool = False, window: int = DEFAULT_WINDOW, tail_margin: int = 0) -> None:
+                 *, warm: bool = False, window: int = DEFAULT_WINDOW, tail_margin: int = 0,
+                 initial_window: int | None = None) -> None:
         self.store_dir = store_dir
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator or MappedFileAllocator(None)
         self.warm = warm
-        self.window = _page_up(max(window, _PAGE))
+        #: The window grows from ``initial_window`` (when given) by doubling at each reservation up to this,
+        #: so a queue that gets a message now and then keeps a page reserved, a busy one the whole window.
+        self.max_window = _page_up(max(window, _PAGE))
+        self.window = self.max_window if initial_window is None else min(max(initial_window, 1), self.max_window)
         self.tail_margin = tail_margin
         self.files: list[MappedFile] = []
         self.flushed_where = 0
@@ -657,7 +673,12 @@ class MappedFileQueue:
                 jobs.append((following, 0, target - mapped.file_end_offset))
                 reach = target
         self._target = reach
-        return self.allocator.reserve(jobs, warm=self.warm) if jobs else None
+        if not jobs:
+            return None
+        if self.window < self.max_window:
+            self.window = min(self.window * 2, self.max_window)
+            self._half = self.window // 2
+        return self.allocator.reserve(jobs, warm=self.warm)
 
     async def wait_room(self, mapped: MappedFile, end: int) -> None:
         """Wait (without blocking the loop) until ``mapped`` is reserved up to ``end``. Raises the OSError

@@ -30,6 +30,9 @@ is above ``diskSpaceWarningLevelRatio`` (:mod:`pocketmq.store.retention`), the s
 retention run re-checks, and puts are taken again once the reservation succeeds (:mod:`pocketmq.store.disk_guard`).
 
 Recovery runs once, before any of them is used, in a thread of its own.
+
+This module is longer than 600 lines: it is the store's one facade, every operation other packages call is here,
+each a few lines delegating to the collaborators above.
 """
 
 from __future__ import annotations
@@ -42,11 +45,11 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from pocketmq.common.logs import get_logger
 from pocketmq.common.record import MessageRecord
-from pocketmq.common.service import Service
+from pocketmq.common.service import Service, periodic
 from pocketmq.store.checkpoint import StoreCheckpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import BrokerRole, FlushDiskType, StoreConfig
@@ -59,7 +62,7 @@ from pocketmq.store.listeners import ArrivalListener, GrowthListener, StoreListe
 from pocketmq.store.mapped_file import MappedFile, MappedFileAllocator, fsync_dir, is_no_space, run_flush_plan
 from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from pocketmq.store.put_path import PutOutcome, PutPath, ReplicaWaiter
-from pocketmq.store.queue_table import ConsumeQueueTable
+from pocketmq.store.queue_table import RELEASE_IDLE_S, ConsumeQueueTable
 from pocketmq.store.reader import MessageFilter, MessageReader, RecordFilter
 from pocketmq.store.recovery import apply_recovery, plan_recovery, rebuild_topic_queue_table
 from pocketmq.store.reput import Reput, make_cut_durable
@@ -98,7 +101,8 @@ class MessageStore:
         self._state = _State.NEW
         self._is_slave = config.broker_role is BrokerRole.SLAVE
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later)
+        self._queues = ConsumeQueueTable(config, self.commit_log, self._cq_allocator, self._discard_later,
+                                         self._io_executor)
         self._listeners = StoreListeners(self._log)
         self._put = PutPath(config, self.commit_log, self._queues, self._listeners, lambda: self.is_running,
                             self._log, self._guard.no_space_seen)
@@ -143,12 +147,14 @@ class MessageStore:
                 self.commit_log, self._flush_executor, self.checkpoint, interval_ms=cfg.flush_interval_commit_log_ms,
                 least_pages=cfg.flush_commit_log_least_pages, thorough_ms=cfg.flush_commit_log_thorough_interval_ms))
         self._cq_flush = self._services.add_child(FlushConsumeQueueService(
-            self._queues.__iter__, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
+            self._queues.mapped.copy, self.commit_log, self._io_executor, self.checkpoint, self._checkpoint_path,
             interval_ms=cfg.flush_interval_consume_queue_ms, least_pages=cfg.flush_consume_queue_least_pages,
             thorough_ms=cfg.flush_consume_queue_thorough_interval_ms, indexed_offset=self._indexed_offset))
         if self.index is not None:
             self._services.add_child(self.index)
             self._listeners.growth.append(self.index.on_growth)
+        self._queues.on_over_bound = self._services.add_child(
+            periodic("store-cq-release", RELEASE_IDLE_S, self._queues.release_idle)).trigger
         self.retention = self._services.add_child(RetentionService(
             cfg, self.commit_log, self._queues.__iter__, self._io_executor, on_disk_full=self._guard.on_ratio,
             recheck=self._guard.recheck))
@@ -277,6 +283,7 @@ class MessageStore:
         yield from self.commit_log.queue.files
         for cq in self._queues:
             yield from cq.queue.files
+        yield from self._queues.unclosed
 
     def _update_writable(self) -> None:
         self._put.writable = self._state is _State.RUNNING and not self._is_slave and self._guard.ok
@@ -381,6 +388,11 @@ class MessageStore:
         """Create the queue's next consume-queue file in a thread unless it is ready (see
         :meth:`queue_ready`); False when it cannot be created (answer CREATE_MAPEDFILE_FAILED)."""
         return await self._put.prepare_queue(topic, queue_id)
+
+    async def create_queue_files(self, topic: str, queue_ids: Iterable[int]) -> None:
+        """Make, in the allocation thread, each queue's first consume-queue file (empty, not mapped) unless it has
+        one, so its first message only opens it; a failure is logged and left to that message."""
+        await self._queues.create_first_files(topic, queue_ids)
 
     def set_replica_waiter(self, waiter: ReplicaWaiter | None) -> None:
         """On a SYNC_MASTER, every put that waits (WAIT not false) also waits for ``waiter`` (the broker
@@ -556,7 +568,7 @@ class MessageStore:
 
     async def delete_topic(self, topic: str) -> bool:
         """Remove a topic's consume queues (its records stay in the commit log until retention)."""
-        queues = self._queues.queues.pop(topic, None)
+        queues = self._queues.remove_topic(topic)
         self.commit_log.topic_queue_table.pop(topic, None)
         if not queues:
             return False

@@ -8,6 +8,7 @@ import json
 import time
 from pathlib import Path
 
+from pocketmq.broker.metadata import SubscriptionGroupManager
 from pocketmq.client import Message, Producer
 from pocketmq.client.consumer.push import PushConsumer
 from pocketmq.remoting.codes import RequestCode, ResponseCode
@@ -46,9 +47,11 @@ async def test_subscription_groups_are_created_listed_persisted_and_deleted(tmp_
         check(wrapper["dataVersion"], "DataVersion")
         group = check(wrapper["subscriptionGroupTable"]["SubG"], "SubscriptionGroupConfig")
         assert (group["retryMaxTimes"], group["retryQueueNums"], group["consumeBroadcastEnable"]) == (3, 2, False)
-        await asyncio.to_thread(b._persist_metadata)
-        stored = json.loads((tmp_path / "broker-a-0" / "config" / "subscriptionGroup.json").read_text())
-        assert stored["subscriptionGroupTable"]["SubG"]["retryMaxTimes"] == 3
+        stored = SubscriptionGroupManager(str(tmp_path / "broker-a-0" / "config" / "subscriptionGroup.json"),
+                                          auto_create=False)
+        assert await asyncio.to_thread(stored.load)  # the snapshot and the journal: written when the call returned
+        saved = stored.get("SubG")
+        assert saved is not None and saved.retry_max_times == 3
         bad = await admin(b.addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                           body=b'{"groupName":"bad group!","retryQueueNums":1}')
         assert bad.code == ResponseCode.SYSTEM_ERROR and "illegal characters" in (bad.remark or "")

@@ -20,6 +20,7 @@ import pytest
 from pocketmq.admin import cli
 from pocketmq.client import Message, Producer
 from pocketmq.client.consumer.push import PushConsumer
+from pocketmq.common.topic_config import TopicConfig
 from tests.client.consumer.consumer_support import (
     Cluster,
     Recorder,
@@ -175,3 +176,22 @@ def test_print_msg_command(capsys: pytest.CaptureFixture[str], env: Env) -> None
     one_queue = rmq(capsys, env, "printMsg", "-t", TOPIC, "-a", "broker-a", "-i", "0", "--begin-offset", "1",
                     "--end-offset", "2")
     assert [(m["queueId"], m["queueOffset"]) for m in one_queue] == [(0, 1)]
+
+
+def test_update_topic_list_from_a_file_and_from_a_prefix(capsys: pytest.CaptureFixture[str], env: Env,
+                                                         tmp_path: Path) -> None:
+    path = tmp_path / "topics.json"
+    path.write_text(json.dumps([TopicConfig(f"FromFile{i}", 4, 4, 6).to_json_dict() for i in range(1500)]))
+    made = rmq(capsys, env, "updateTopicList", "-f", str(path))
+    assert made["topics"] == 1500 and made["brokers"] == [env.broker_addr]
+    text = rmq(capsys, env, "updateTopicList", "--prefix", "Made", "--count", "30", "-r", "3", "-w", "3", "-b",
+               env.broker_addr, as_json=False)
+    assert "30 topics in" in text
+    listed = set(rmq(capsys, env, "topicList"))
+    assert {f"FromFile{i}" for i in range(1500)} | {f"Made{i}" for i in range(30)} <= listed
+    route = rmq(capsys, env, "topicRoute", "-t", "Made29")
+    assert route["queueDatas"][0]["readQueueNums"] == 3
+    path.write_text('[{"topicName": "ok1"}, {"topicName": "not ok"}]')
+    assert "illegal characters" in rmq(capsys, env, "updateTopicList", "-f", str(path), expect=1, as_json=False)
+    assert "ok1" not in set(rmq(capsys, env, "topicList"))
+    assert "-f FILE" in rmq(capsys, env, "updateTopicList", expect=1, as_json=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.broker.controller import BrokerController
+from pocketmq.broker.metadata import load_topics
 from pocketmq.common import compiled
 from pocketmq.common.batch import BatchEntry, encode_batch_body
 from pocketmq.common.consumer import ConsumeType, MessageModel
@@ -95,18 +96,22 @@ async def test_explicit_topic_creation_then_send(broker: BrokerController, names
 
 async def test_created_topic_gets_its_consume_queue_files_before_any_message(
         broker: BrokerController, client: RemotingClient) -> None:
-    """An administrator's new topic has every queue ready (a file to write into) without a single send, so
-    that the first message of each queue does not wait for a file; auto-created topics still get theirs on
-    first use (a topic that never gets a message costs no disk)."""
+    """An administrator's new topic gets every queue's first file (empty, not mapped) without a single send, so
+    that the first message of each queue only opens it; auto-created topics still get theirs on first use (a
+    topic that never gets a message costs no disk)."""
     header = CreateTopicRequestHeader("Ready", "TBW102", 3, 5, 6, "SINGLE_TAG").to_fields()
     resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header))
     assert resp.code == 0
     store = broker.store
     assert store is not None
-    await eventually(lambda: all(store.queue_ready("Ready", q) for q in range(5)), message="queues prepared")
-    assert not store.queue_ready("Ready", 5)
+    root = Path(store.config.consume_queue_dir)
+    await eventually(lambda: all((root / "Ready" / str(q) / f"{0:020d}").exists() for q in range(5)),
+                     message="queues' files prepared")
+    assert not (root / "Ready" / "5").exists() and store.find_consume_queue("Ready", 0) is None  # nothing mapped
+    assert (await send(client, broker.addr, "Ready", queue_id=4)).code == 0
+    assert store.queue_ready("Ready", 4) and store.get_max_offset_in_queue("Ready", 4) == 1
     assert (await send(client, broker.addr, "AutoMade", queue_id=0)).code == 0
-    assert store.queue_ready("AutoMade", 0) and not store.queue_ready("AutoMade", 1)
+    assert store.queue_ready("AutoMade", 0) and not (root / "AutoMade" / "1").exists()
 
 
 @pytest.mark.parametrize(
@@ -265,9 +270,8 @@ async def test_topic_change_registers_at_once_and_stop_ends_every_task_the_broke
         assert resp.code == ResponseCode.SUCCESS
         await eventually(lambda: namesrv.routes.pickup_topic_route_data("Fresh") is not None, timeout=5,
                          message="re-registered at once on a topic change")
-        topics_file = Path(b.topics_path)
-        await eventually(lambda: topics_file.exists() and "Fresh" in topics_file.read_text(), timeout=5,
-                         message="topics persisted after the change")
+        await eventually(lambda: any(t.topic_name == "Fresh" for t in load_topics(b.topics_path).topics), timeout=5,
+                         message="topics persisted (journalled) after the change")
     finally:
         await client.close()
         await b.stop()

@@ -9,7 +9,7 @@ from pocketmq.common.consumer import ConsumeFromWhere, ConsumeType, MessageModel
 
 def test_ordinals_are_javas_declaration_order() -> None:
     assert [m.value for m in MessageModel] == ["BROADCASTING", "CLUSTERING"]
-    assert [m.value for m in ConsumeType] == ["CONSUME_ACTIVELY", "CONSUME_PASSIVELY"]
+    assert [m.value for m in ConsumeType] == ["CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP"]  # 5.x adds POP
     assert [m.value for m in ConsumeFromWhere] == [
         "CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
         "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP",

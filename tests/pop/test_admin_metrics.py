@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.admin import cli
+from pocketmq.admin import api_ops, cli
+from pocketmq.admin.api import AdminClient, split_namesrv
 from pocketmq.client import Message, Producer
 from pocketmq.client.consumer.simple import SimpleConsumer
 from tests.client.consumer.consumer_support import cluster, create_topic, instance_name
@@ -56,6 +57,16 @@ async def test_pop_and_timer_status(tmp_path: Path, capsys: pytest.CaptureFixtur
             assert timers["pending"] == 3 and timers["fired"] == 1 and int(timers["latenessMaxMs"]) >= 0
             assert await asyncio.to_thread(cli.main, ["timerStatus", "-n", c.namesrv_addr]) == 0
             assert "#Pending" in capsys.readouterr().out
+
+            # what the console asks: GET_POP_INFLIGHT_STATS (9010) and RocketMQ 5's GET_TIMER_METRICS (61)
+            async with AdminClient(split_namesrv(c.namesrv_addr)) as admin:
+                stats = await api_ops.pop_inflight(admin, broker.addr, "GAdminPop", "TAdminPop")
+                assert stats is not None and stats["total"] == len(got) - 2
+                assert {row["topic"] for row in stats["inflightTable"]} <= {"TAdminPop", "%RETRY%GAdminPop_TAdminPop"}
+                assert sum(row["inflight"] for row in stats["inflightTable"]) == stats["total"]
+                other = await api_ops.pop_inflight(admin, broker.addr, "GNobody")
+                assert other == {"inflightTable": [], "total": 0}
+                assert await api_ops.timer_metrics(admin, broker.addr) == {"TAdminPop": 3}
 
             assert broker.metrics is not None
             text = broker.metrics.render().decode()

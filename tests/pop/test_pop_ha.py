@@ -12,7 +12,7 @@ import pytest
 
 from pocketmq.broker.controller import BrokerController
 from pocketmq.common.pop import revive_topic
-from pocketmq.remoting.codes import ResponseCode
+from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.store.config import BrokerRole
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually
@@ -44,8 +44,12 @@ async def test_slave_holds_the_pop_state(tmp_path: Path) -> None:
         await client.close()
         slave_client = await RawClient.connect(slave.addr)
         refused = await pop(slave_client, GROUP, TOPIC)
+        stats = await slave_client.request(RequestCode.GET_POP_INFLIGHT_STATS, {"consumerGroup": GROUP})
+        timers = await slave_client.request(RequestCode.GET_TIMER_METRICS, {})
         await slave_client.close()
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in (refused.remark or "")
+        # the console shows "n/a" for a slave
+        assert stats.code == timers.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
         await asyncio.sleep(0.4)  # a snapshot
 
         assert master.store is not None and slave.store is not None

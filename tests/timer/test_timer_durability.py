@@ -116,6 +116,7 @@ async def test_slave_holds_the_timers(tmp_path: Path) -> None:
         shutil.copytree(slave_dir, tmp_path / "from-slave", ignore=shutil.ignore_patterns("lock"))
         started = time.time()
         copy = await start_broker(tmp_path, "broker-b", ns.addr, store_path_root_dir=str(tmp_path / "from-slave"))
+        assert copy.timer is not None and copy.timer.pending_by_topic == {"TTimerHA": 2}  # recovered, per topic
         client = await RawClient.connect(copy.addr)
         await create_topic(client, "TTimerHA", 1)  # topic configs reach a slave every 10 s: maybe not yet
         fired = await wait_all(client, "TTimerHA", {b"soon", b"later", b"rel"}, timeout=40)

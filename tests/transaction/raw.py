@@ -78,6 +78,18 @@ class RawClient:
         self.writer.write(encode(code, next(self.opaques), ext, body, flag=FLAG_ONEWAY))
         await self.writer.drain()
 
+    def respond(self, request: Frame, code: int, remark: str | None = None) -> None:
+        """Answer a broker-initiated request as a Java client's processor does (its opaque, the response flag)."""
+        header = json.dumps({"code": code, "flag": FLAG_RESPONSE, "language": "JAVA", "opaque": request.opaque,
+                             "remark": remark, "serializeTypeCurrentRPC": "JSON", "version": 395}).encode()
+        self.writer.write(struct.pack(">ii", 4 + len(header), len(header)) + header)
+
+    @property
+    def local_addr(self) -> str:
+        """This end's ``ip:port`` (what the broker sees as the peer)."""
+        host, port = self.writer.get_extra_info("sockname")[:2]
+        return f"{host}:{port}"
+
     async def close(self) -> None:
         self.writer.close()
         self.task.cancel()

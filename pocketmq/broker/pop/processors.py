@@ -17,13 +17,22 @@ A slave answers SERVICE_NOT_AVAILABLE: POP's state is written by the master.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.filter import ConsumerFilterManager, is_tag_type
 from pocketmq.broker.metadata import SubscriptionGroupManager
 from pocketmq.broker.pop.long_polling import PopLongPollingService
 from pocketmq.broker.pop.revive_log import now_ms
-from pocketmq.broker.pop.service import MessageFilter, PopError, PopRequest, PopResult, PopService, RecordFilter
+from pocketmq.broker.pop.service import (
+    AckEntry,
+    MessageFilter,
+    PopError,
+    PopRequest,
+    PopResult,
+    PopService,
+    RecordFilter,
+)
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.common.filter import FilterError
 from pocketmq.common.pop import (
@@ -40,6 +49,7 @@ from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
+from pocketmq.remoting.headers import GetConsumeStatsRequestHeader
 from pocketmq.remoting.pop_headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -84,6 +94,7 @@ class PopProcessor:
             RequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.change_invisible_time,
             RequestCode.NOTIFICATION: self.notification,
             RequestCode.POLLING_INFO: self.polling_info,
+            RequestCode.GET_POP_INFLIGHT_STATS: self.inflight_stats,
         }
 
     # -- checks -------------------------------------------------------------------------------------------
@@ -241,13 +252,17 @@ class PopProcessor:
         checked = self._message_request(req, h)
         if isinstance(checked, RemotingCommand):
             return checked
-        return self._ack_later(req, *checked, h)
+        service, handle = checked
+        try:
+            outcome = service.ack(h.consumer_group, h.topic, h.queue_id, h.offset, handle)
+        except PopError as exc:
+            return req.response(exc.code, exc.remark)
+        return req.response(ResponseCode.SUCCESS) if outcome is None else self._ack_later(req, outcome)
 
     @staticmethod
-    async def _ack_later(req: RemotingCommand, service: PopService, handle: ReceiptHandle,
-                         h: AckMessageRequestHeader) -> RemotingCommand:
+    async def _ack_later(req: RemotingCommand, outcome: Awaitable[None]) -> RemotingCommand:
         try:
-            await service.ack(h.consumer_group, h.topic, h.queue_id, h.offset, handle)
+            await outcome
         except PopError as exc:
             return req.response(exc.code, exc.remark)
         return req.response(ResponseCode.SUCCESS)
@@ -261,7 +276,7 @@ class PopProcessor:
             broker, acks = decode_batch_ack_body(bytes(req.body) if req.body else None)
         except PopFormatError as exc:
             return req.response(ResponseCode.INVALID_PARAMETER, f"malformed batch ack body: {exc}")
-        entries: list[tuple[str, str, int, int, ReceiptHandle]] = []
+        entries: list[AckEntry] = []
         problems: list[str] = []
         for ack in acks:
             try:
@@ -271,20 +286,30 @@ class PopProcessor:
                 continue
             handle = ReceiptHandle(ack.start_offset, ack.pop_time, ack.invisible_time, ack.revive_queue_id,
                                    ack.retry, broker or self.broker_name, ack.queue_id)
-            entries.extend((ack.consumer_group, topic, ack.queue_id, offset, handle) for offset in ack.offsets)
-        if not entries and not problems:
+            entries.append((ack.consumer_group, topic, ack.queue_id, handle, list(ack.offsets)))
+        total = sum(len(ack.offsets) for ack in acks)
+        if not total:
             return req.response(ResponseCode.NO_MESSAGE, "the batch ack names no message")
-        return self._batch_ack_later(req, service, entries, problems)
+        unparsed = total - sum(len(entry[4]) for entry in entries)
+        if not entries:
+            return self._batch_ack_response(req, total, unparsed, problems)
+        outcome = service.batch_ack(entries)
+        if isinstance(outcome, list):
+            return self._batch_ack_response(req, total, unparsed + len(outcome), problems + outcome)
+        return self._batch_ack_later(req, total, unparsed, problems, outcome)
+
+    async def _batch_ack_later(self, req: RemotingCommand, total: int, unparsed: int, problems: list[str],
+                               outcome: Awaitable[list[str]]) -> RemotingCommand:
+        refused = await outcome
+        return self._batch_ack_response(req, total, unparsed + len(refused), problems + refused)
 
     @staticmethod
-    async def _batch_ack_later(req: RemotingCommand, service: PopService,
-                               entries: list[tuple[str, str, int, int, ReceiptHandle]],
-                               problems: list[str]) -> RemotingCommand:
-        problems = problems + (await service.batch_ack(entries) if entries else [])
+    def _batch_ack_response(req: RemotingCommand, total: int, refused: int, problems: list[str]) -> RemotingCommand:
+        """SUCCESS when every offset named was acked, else NO_MESSAGE saying how many were and the first
+        problem (the others were acked all the same)."""
         if not problems:
             return req.response(ResponseCode.SUCCESS)
-        acked = len(entries) - len(problems)
-        return req.response(ResponseCode.NO_MESSAGE, f"acked {max(acked, 0)} of {len(entries)}; {len(problems)} "
+        return req.response(ResponseCode.NO_MESSAGE, f"acked {max(total - refused, 0)} of {total}; {refused} "
                                                      f"refused, first: {problems[0]}")
 
     # -- CHANGE_MESSAGE_INVISIBLETIME ---------------------------------------------------------------------
@@ -349,3 +374,20 @@ class PopProcessor:
             return checked
         num = self.hold.polling_num(h.topic, h.consumer_group, h.queue_id)
         return req.response(ResponseCode.SUCCESS, None, PollingInfoResponseHeader(num).to_fields())
+
+    # -- GET_POP_INFLIGHT_STATS (PocketMQ's, for the console) ---------------------------------------------
+
+    def inflight_stats(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The group's messages in flight per queue (of ``topic`` and its POP retry topic when one is named):
+        ``{"inflightTable": [{"topic", "queueId", "inflight"}], "total": n}``."""
+        h = GetConsumeStatsRequestHeader.from_command(req)
+        if self.pop is None:
+            return req.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                f"the broker[{self.broker_name}] is a slave: its master holds the POP state")
+        topics = {h.topic, pop_retry_topic(h.topic, h.consumer_group)} if h.topic else None
+        rows = [{"topic": topic, "queueId": queue_id, "inflight": len(state.owners)}
+                for (topic, group, queue_id), state in sorted(self.pop.state.queues.items())
+                if group == h.consumer_group and state.owners and (topics is None or topic in topics)]
+        body = json.dumps({"inflightTable": rows, "total": sum(r["inflight"] for r in rows)},
+                          separators=(",", ":")).encode()
+        return req.response(ResponseCode.SUCCESS, None, None, body)

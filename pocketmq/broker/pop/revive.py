@@ -79,5 +79,7 @@ class PopReviveService(PeriodicService):
             pop.counters["dead_lettered" if dead else "revived"] += 1
             done.append(offset)
         if done:
-            await pop.settle(live, done)
+            settled = pop.settle(live, done)
+            if not isinstance(settled, bool):
+                await settled
         return len(done)

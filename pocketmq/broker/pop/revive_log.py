@@ -17,6 +17,7 @@ from pocketmq.common.pop import CK_TAG
 from pocketmq.common.record import MessageRecord, decode_record, parse_host_port
 from pocketmq.store.message import MessageExtBrokerInner
 from pocketmq.store.message_store import MessageStore
+from pocketmq.store.put_path import PutOutcome
 from pocketmq.store.results import GetMessageStatus, PutMessageResult
 
 _TAGS = MessageConst.PROPERTY_TAGS
@@ -25,6 +26,11 @@ _READ_BATCH = 32
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+async def stored(outcome: PutOutcome) -> PutMessageResult:
+    """The result of a put, waited for when it is not there yet."""
+    return outcome if isinstance(outcome, PutMessageResult) else await outcome
 
 
 class ReviveLog:
@@ -43,14 +49,14 @@ class ReviveLog:
                                      born_timestamp=now_ms(), born_host=self._host)
 
     async def put(self, msg: MessageExtBrokerInner) -> PutMessageResult:
-        outcome = self.store.put(msg)
-        return outcome if isinstance(outcome, PutMessageResult) else await outcome
+        return await stored(self.store.put(msg))
 
-    def put_check_point(self, ck: PopCheckPoint, revive_qid: int) -> Awaitable[PutMessageResult]:
-        return self.put(self._message(self.revive_topic, revive_qid, CK_TAG, ck.encode()))
+    def put_check_point(self, ck: PopCheckPoint, revive_qid: int) -> PutOutcome:
+        """The store's outcome as it is: the result itself when there is nothing to wait for."""
+        return self.store.put(self._message(self.revive_topic, revive_qid, CK_TAG, ck.encode()))
 
-    def put_ack(self, ack: AckMsg, revive_qid: int) -> Awaitable[PutMessageResult]:
-        return self.put(self._message(self.revive_topic, revive_qid, ack.tag, ack.encode()))
+    def put_ack(self, ack: AckMsg, revive_qid: int) -> PutOutcome:
+        return self.store.put(self._message(self.revive_topic, revive_qid, ack.tag, ack.encode()))
 
     def put_snapshot(self, snapshot: PopSnapshot) -> Awaitable[PutMessageResult]:
         return self.put(self._message(self.state_topic, 0, SNAPSHOT_TAG, snapshot.encode()))

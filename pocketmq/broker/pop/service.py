@@ -13,6 +13,10 @@ another group's, superseded, or past its invisible time) is refused with a clear
 Recovery (:meth:`PopService.recover`): the last snapshot of ``rmq_sys_POP_STATE_<cluster>`` and a replay of the
 revive queues from the offsets it names rebuild the state after any stop, a SIGKILL included; expired messages
 are then revived at once. Snapshots are written every ``popStateSnapshotInterval`` ms when something changed.
+
+The module is longer than 600 lines because every change of a message's state (pop, ack, batch ack, change of
+invisible time, settle) is here beside the others: each one's undo on a failed write relies on the same locks
+and ownership rules, which are easier to check in one place.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pocketmq.broker.metadata import ConsumerOffsetManager, SubscriptionGroupMan
 from pocketmq.broker.pop.long_polling import PopLongPollingService
 from pocketmq.broker.pop.records import AckMsg, PopCheckPoint, PopSnapshot, pop_state_topic
 from pocketmq.broker.pop.redeliver import dead_letter_message
-from pocketmq.broker.pop.revive_log import ReviveLog, now_ms
+from pocketmq.broker.pop.revive_log import ReviveLog, now_ms, stored
 from pocketmq.broker.pop.state import LiveCheckPoint, PopState, QueueKey, QueueState
 from pocketmq.broker.status import put_status_to_response
 from pocketmq.broker.topic_manager import TopicConfigManager
@@ -49,11 +53,14 @@ from pocketmq.common.topic import is_retry_topic
 from pocketmq.common.topic_config import PermName
 from pocketmq.remoting.codes import ResponseCode
 from pocketmq.store.message_store import MessageStore
+from pocketmq.store.put_path import PutOutcome
 from pocketmq.store.results import GetMessageResult, GetMessageStatus, PutMessageResult
 
 log = get_logger("pocketmq.broker.pop")
 
 MessageFilter = Callable[[int], bool]
+AckEntry = tuple[str, str, int, ReceiptHandle, list[int]]
+"""(group, topic as stored, queue id, receipt handle, offsets): one check point's offsets a batch ack names."""
 RecordFilter = Callable[[memoryview], bool]
 _READ_WRITE = PermName.PERM_READ | PermName.PERM_WRITE
 _MOVED = (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY,
@@ -179,7 +186,8 @@ class PopService:
         for key in self.state.queues:
             self._commit(key)
         counts["inflight"] = sum(self.state.inflight_by_group.values())
-        self._changed = True
+        # a fresh snapshot shortens the next replay; a broker that never popped writes nothing
+        self._changed = bool(counts["check_points"] or counts["acks"] or counts["bad_records"])
         log.info("pop_state_recovered", **counts)
         return counts
 
@@ -362,26 +370,55 @@ class PopService:
         limit = config.retry_max_times if config is not None else 16
         return [o for o in offsets if state.counts.get(o, 0) > limit]
 
-    async def _store_check_points(self, req: PopRequest, result: PopResult, reads: list[_QueueRead]) -> PopResult:
-        stored: list[_QueueRead] = []
+    def _store_check_points(self, req: PopRequest, result: PopResult,
+                            reads: list[_QueueRead]) -> PopResult | Awaitable[PopResult]:
+        """Write one check point per queue read; the result at once when the store had nothing to wait for."""
+        outcomes: list[PutOutcome] = []
         try:
-            puts = await asyncio.gather(*(self.log.put_check_point(r.live.ck, r.live.revive_qid) for r in reads))
+            for read in reads:
+                outcomes.append(self.log.put_check_point(read.live.ck, read.live.revive_qid))
+        except BaseException:
+            self._undo_unstored(reads, [])
+            raise
+        if not any(read.dead for read in reads) and all(isinstance(o, PutMessageResult) for o in outcomes):
+            puts = [o for o in outcomes if isinstance(o, PutMessageResult)]
+            return self._finish_pop(req, result, reads, puts)[0]
+        return self._finish_pop_later(req, result, reads, outcomes)
+
+    async def _finish_pop_later(self, req: PopRequest, result: PopResult, reads: list[_QueueRead],
+                                outcomes: list[PutOutcome]) -> PopResult:
+        try:
+            puts = await asyncio.gather(*(stored(o) for o in outcomes))
+        except BaseException:
+            self._undo_unstored(reads, [])
+            raise
+        result, done = self._finish_pop(req, result, reads, puts)
+        for read in done:
+            if read.dead:
+                await self._dead_letter_in_order(read)
+        return result
+
+    def _finish_pop(self, req: PopRequest, result: PopResult, reads: list[_QueueRead],
+                    puts: list[PutMessageResult]) -> tuple[PopResult, list[_QueueRead]]:
+        done: list[_QueueRead] = []
+        try:
             for read, put in zip(reads, puts, strict=True):
                 if self._settle_pop(read, put):
-                    stored.append(read)
+                    done.append(read)
                 elif result.failure is None:
                     result.failure = put_status_to_response(put.status)  # type: ignore[assignment]
         finally:
-            for read in reads:
-                if read not in stored and read.state.pending is read.live:
-                    self._undo_pop(read)
-        for read in stored:
+            self._undo_unstored(reads, done)
+        for read in done:
             self._add_to_result(req, result, read)
-            if read.dead:
-                await self._dead_letter_in_order(read)
         if result.rest_num > 0 and result.found:
             self.hold.wake(req.topic, req.group)  # let other parked consumers take the rest
-        return result
+        return result, done
+
+    def _undo_unstored(self, reads: list[_QueueRead], done: list[_QueueRead]) -> None:
+        for read in reads:
+            if read not in done and read.state.pending is read.live:
+                self._undo_pop(read)
 
     def _settle_pop(self, read: _QueueRead, put: PutMessageResult) -> bool:
         state, live = read.state, read.live
@@ -428,31 +465,52 @@ class PopService:
                 if not put.status.is_stored:
                     continue  # still in flight: tried again at its next delivery
                 self.counters["dead_lettered"] += 1
-            await self.settle(read.live, [offset])
+            settled = self.settle(read.live, [offset])
+            if not isinstance(settled, bool):
+                await settled
 
     # -- settle (ack, revive) -----------------------------------------------------------------------------
 
-    async def settle(self, live: LiveCheckPoint, offsets: list[int]) -> bool:
-        """Settle ``offsets`` of ``live`` now and write their ack record; on failure they are in flight again."""
+    def settle(self, live: LiveCheckPoint, offsets: list[int]) -> bool | Awaitable[bool]:
+        """Settle ``offsets`` of ``live`` now and write their ack record; on failure they are in flight again.
+        Whether it was stored, or an awaitable of it when the store has to wait."""
         settled = self.state.settle_many(live, offsets)
         if not settled:
             return False
         live.pending_acks += 1
         key = (live.ck.topic, live.ck.group, live.ck.queue_id)
         self._commit(key)
-        ok = False
+        ack = AckMsg(live.ck.topic, live.ck.group, live.ck.queue_id, live.ck.start_offset, live.ck.pop_time,
+                     live.ck.broker_name, settled)
         try:
-            ack = AckMsg(live.ck.topic, live.ck.group, live.ck.queue_id, live.ck.start_offset, live.ck.pop_time,
-                         live.ck.broker_name, settled)
-            put = await self.log.put_ack(ack, live.revive_qid)
-            ok = put.status.is_stored
-            if not ok:
+            outcome = self.log.put_ack(ack, live.revive_qid)
+        except BaseException:
+            self._ack_stored(live, key, settled, None)
+            raise
+        if isinstance(outcome, PutMessageResult):
+            return self._ack_stored(live, key, settled, outcome)
+        return self._ack_later(live, key, settled, outcome)
+
+    async def _ack_later(self, live: LiveCheckPoint, key: QueueKey, settled: list[int],
+                         outcome: Awaitable[PutMessageResult]) -> bool:
+        try:
+            put = await outcome
+        except BaseException:
+            self._ack_stored(live, key, settled, None)
+            raise
+        return self._ack_stored(live, key, settled, put)
+
+    def _ack_stored(self, live: LiveCheckPoint, key: QueueKey, settled: list[int],
+                    put: PutMessageResult | None) -> bool:
+        """An ack record was written (``put``), failed, or was abandoned (None): settled for good, or in flight
+        again."""
+        ok = put is not None and put.status.is_stored
+        if not ok:
+            if put is not None:
                 log.warning("pop_ack_not_stored", status=put.status.name, topic=live.ck.topic, group=live.ck.group)
-        finally:
-            if not ok:
-                self.state.reown(live, settled)
-            self.state.ack_done(live)
-            self._commit(key)
+            self.state.reown(live, settled)
+        self.state.ack_done(live)
+        self._commit(key)
         if live.ck.order:
             self.hold.wake(live.ck.topic, live.ck.group)
         return ok
@@ -490,33 +548,71 @@ class PopService:
             return f"the receipt handle of {where} is stale: the message's invisible time was changed since"
         return f"no message of {where} is in flight: it was acked or revived already"
 
-    async def ack(self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle) -> None:
+    def ack(self, group: str, topic: str, queue_id: int, offset: int,
+            handle: ReceiptHandle) -> Awaitable[None] | None:
+        """Ack one message: done (None), or an awaitable while its record is stored; :class:`PopError` if the
+        handle does not name it or the record could not be stored."""
         live = self.find(group, topic, queue_id, offset, handle, now_ms())
-        if not await self.settle(live, [offset]):
+        outcome = self.settle(live, [offset])
+        if isinstance(outcome, bool):
+            self._acked(outcome, 1)
+            return None
+        return self._ack_done_later(outcome)
+
+    async def _ack_done_later(self, outcome: Awaitable[bool]) -> None:
+        self._acked(await outcome, 1)
+
+    def _acked(self, ok: bool, count: int) -> None:
+        if not ok:
             raise PopError(ResponseCode.SYSTEM_ERROR, "the ack record could not be stored; the message stays "
                                                       "in flight")
-        self.counters["acked"] += 1
+        self.counters["acked"] += count
 
-    async def batch_ack(self, acks: list[tuple[str, str, int, int, ReceiptHandle]]) -> list[str]:
-        """Ack each (group, topic, queue, offset, handle); the problems of those refused (the rest are acked),
-        one ack record per check point."""
+    def batch_ack(self, acks: list[AckEntry]) -> list[str] | Awaitable[list[str]]:
+        """Ack the offsets of each (group, topic, queue, handle, offsets); the problems of those refused (the rest
+        are acked), one ack record per check point. The problems at once when no record had to be waited for."""
         now = now_ms()
         problems: list[str] = []
         by_check_point: dict[int, tuple[LiveCheckPoint, list[int]]] = {}
-        for group, topic, queue_id, offset, handle in acks:
-            try:
-                live = self.find(group, topic, queue_id, offset, handle, now)
-            except PopError as exc:
-                problems.append(exc.remark)
-                continue
-            by_check_point.setdefault(id(live), (live, []))[1].append(offset)
-        results = await asyncio.gather(*(self.settle(live, offsets) for live, offsets in by_check_point.values()))
-        for (_live, offsets), ok in zip(by_check_point.values(), results, strict=True):
-            if ok:
-                self.counters["acked"] += len(offsets)
+        for group, topic, queue_id, handle, offsets in acks:
+            key = (topic, group, queue_id, handle.start_offset, handle.retrieve_time)
+            state = self.state.queues.get((topic, group, queue_id))
+            owners = state.owners if state is not None and handle.broker_name == self.settings.broker_name else {}
+            for offset in offsets:
+                live = owners.get(offset)
+                # the common case inline; anything else through find(), which says why
+                if live is None or live.ck.key != key or live.deadline <= now or self._changing:
+                    try:
+                        live = self.find(group, topic, queue_id, offset, handle, now)
+                    except PopError as exc:
+                        problems.append(exc.remark)
+                        continue
+                entry = by_check_point.get(id(live))
+                if entry is None:
+                    by_check_point[id(live)] = (live, [offset])
+                else:
+                    entry[1].append(offset)
+        waits: list[tuple[list[int], Awaitable[bool]]] = []
+        for live, owned in by_check_point.values():
+            outcome = self.settle(live, owned)
+            if isinstance(outcome, bool):
+                self._batch_acked(outcome, owned, problems)
             else:
-                problems.append(f"the ack record of offsets {offsets} could not be stored")
+                waits.append((owned, outcome))
+        return self._batch_ack_later(waits, problems) if waits else problems
+
+    async def _batch_ack_later(self, waits: list[tuple[list[int], Awaitable[bool]]],
+                               problems: list[str]) -> list[str]:
+        results = await asyncio.gather(*(outcome for _offsets, outcome in waits))
+        for (offsets, _outcome), ok in zip(waits, results, strict=True):
+            self._batch_acked(ok, offsets, problems)
         return problems
+
+    def _batch_acked(self, ok: bool, offsets: list[int], problems: list[str]) -> None:
+        if ok:
+            self.counters["acked"] += len(offsets)
+        else:
+            problems.append(f"the ack record of offsets {offsets} could not be stored")
 
     async def change_invisible_time(self, group: str, topic: str, queue_id: int, offset: int,
                                     handle: ReceiptHandle, invisible_time: int) -> tuple[int, int]:
@@ -536,7 +632,7 @@ class PopService:
         key = (topic, group, queue_id)
         self._changing.add((key, offset))
         try:
-            put = await self.log.put_check_point(ck, live.revive_qid)
+            put = await stored(self.log.put_check_point(ck, live.revive_qid))
         finally:
             self._changing.discard((key, offset))
         append = put.append_result

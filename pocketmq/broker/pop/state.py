@@ -160,12 +160,13 @@ class PopState:
         self._drop(live)
 
     def find(self, key: CheckPointKey, offset: int) -> LiveCheckPoint | None:
-        """The check point of ``key`` that owns ``offset``, if any."""
-        for live in self._index.get(key, ()):
-            state = self.queues.get((live.ck.topic, live.ck.group, live.ck.queue_id))
-            if state is not None and state.owners.get(offset) is live:
-                return live
-        return None
+        """The check point of ``key`` that owns ``offset``, if any (an offset's one owner, when its key matches)."""
+        state = self.queues.get((key[0], key[1], key[2]))
+        owner = state.owners.get(offset) if state is not None else None
+        if owner is None:
+            return None
+        ck = owner.ck
+        return owner if (ck.start_offset == key[3] and ck.pop_time == key[4]) else None
 
     def known(self, key: CheckPointKey) -> bool:
         return key in self._index
@@ -180,7 +181,7 @@ class PopState:
         if state is None:
             return []
         owners, counts = state.owners, state.counts
-        settled = [o for o in offsets if owners.get(o) is live]
+        settled = [o for o in dict.fromkeys(offsets) if owners.get(o) is live]  # once each
         for offset in settled:
             del owners[offset]
             if counts:

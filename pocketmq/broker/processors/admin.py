@@ -1,4 +1,11 @@
-"""``AdminBrokerProcessor``: topic administration, offsets by queue, message lookup, runtime info."""
+"""``AdminBrokerProcessor``: topic administration, offsets by queue, message lookup, runtime info.
+
+Topics are created one at a time (UPDATE_AND_CREATE_TOPIC, 17) or many at once (RocketMQ 5's
+UPDATE_AND_CREATE_TOPIC_LIST, 18: an empty header and ``{"topicConfigList":[TopicConfig JSON, ...]}``, at most
+:data:`MAX_TOPICS_PER_LIST`); both answer once the topics are registered with the name servers and journalled.
+A list is checked whole first: one invalid topic refuses it all (RocketMQ answers SUCCESS at the first topic that
+exists unchanged and leaves the rest uncreated; here unchanged topics are skipped and the others created).
+"""
 
 from __future__ import annotations
 
@@ -27,6 +34,8 @@ from pocketmq.remoting.headers import (
 )
 from pocketmq.store.message_store import MessageStore
 
+#: Topics one UPDATE_AND_CREATE_TOPIC_LIST may carry (``rmq-admin updateTopicList`` sends 1,000 a request).
+MAX_TOPICS_PER_LIST = 10_000
 BROKER_VERSION = 401
 BROKER_VERSION_DESC = "V4_9_4 (PocketMQ)"
 
@@ -39,7 +48,7 @@ class AdminBrokerProcessor:
         topics: TopicConfigManager,
         stats: BrokerStats,
         role: Callable[[], str],
-        register_now: Callable[[], Awaitable[object]] | None = None,
+        topics_settled: Callable[[], Awaitable[object]] | None = None,
         extra_runtime_info: Callable[[], dict[str, str]] | None = None,
         on_topic_created: Callable[[str], None] | None = None,
     ) -> None:
@@ -49,11 +58,12 @@ class AdminBrokerProcessor:
         self.stats = stats
         self.role = role
         self.extra_runtime_info = extra_runtime_info
-        self.register_now = register_now
+        self.topics_settled = topics_settled
 
     def handlers(self) -> dict[int, Handler]:
         return {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.UPDATE_AND_CREATE_TOPIC_LIST: self.update_and_create_topic_list,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             RequestCode.GET_MAX_OFFSET: self.get_max_offset,
@@ -68,14 +78,9 @@ class AdminBrokerProcessor:
 
     async def update_and_create_topic(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_command(req)
-        problem = validate_topic(h.topic)
-        if problem is not None:
-            return req.response(ResponseCode.SYSTEM_ERROR, problem)
         if h.topic == h.default_topic and h.topic != "TBW102":
             remark = f"the topic[{h.topic}] is conflict with system reserved words."
             return req.response(ResponseCode.SYSTEM_ERROR, remark)
-        if not (0 < h.read_queue_nums <= 1024 and 0 < h.write_queue_nums <= 1024):
-            return req.response(ResponseCode.SYSTEM_ERROR, "queue nums must be between 1 and 1024")
         if h.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
             return req.response(ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {h.topic_filter_type!r}")
         existing = self.topics.get(h.topic)
@@ -85,11 +90,29 @@ class AdminBrokerProcessor:
             return req.response(ResponseCode.SYSTEM_ERROR, str(exc))
         config = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
                              h.topic_sys_flag or 0, h.order, attributes)
-        self.topics.update(config)
+        problem = topic_config_problem(config)
+        if problem is not None:
+            return req.response(ResponseCode.SYSTEM_ERROR, problem)
+        try:
+            self.topics.update(config)
+        except OverflowError as exc:
+            return req.response(ResponseCode.SYSTEM_ERROR, str(exc))
         if self.on_topic_created is not None:
             self.on_topic_created(h.topic)
-        if self.register_now is not None:
-            await self.register_now()  # the route is visible once the admin call returns, as in RocketMQ
+        if self.topics_settled is not None:
+            await self.topics_settled()  # the route is visible once the admin call returns, as in RocketMQ
+        return req.response(ResponseCode.SUCCESS)
+
+    async def update_and_create_topic_list(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        configs = _topic_list(req)
+        if isinstance(configs, str):
+            return req.response(ResponseCode.SYSTEM_ERROR, configs)
+        try:
+            self.topics.update_many(configs)
+        except OverflowError as exc:
+            return req.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        if self.topics_settled is not None:
+            await self.topics_settled()
         return req.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -208,3 +231,37 @@ class AdminBrokerProcessor:
                                                                      req.serialize_type))
 
 
+
+
+def topic_config_problem(config: TopicConfig) -> str | None:
+    """Why a topic cannot be created as ``config`` says (the broker's wording), or None."""
+    problem = validate_topic(config.topic_name)
+    if problem is not None:
+        return problem
+    if not (0 < config.read_queue_nums <= 1024 and 0 < config.write_queue_nums <= 1024):
+        return f"topic[{config.topic_name}]: queue nums must be between 1 and 1024"
+    return None
+
+
+def _topic_list(req: RemotingCommand) -> list[TopicConfig] | str:
+    """The configs of an UPDATE_AND_CREATE_TOPIC_LIST body, or why it cannot be taken."""
+    try:
+        raw = rd.decode_body(bytes(req.body or b""), req.serialize_type)
+    except rd.BodyDecodeError as exc:
+        return str(exc)
+    items = raw.get("topicConfigList") if isinstance(raw, dict) else None
+    if not isinstance(items, list) or not items:
+        return "topicConfigList must be a non-empty list of topic configs"
+    if len(items) > MAX_TOPICS_PER_LIST:
+        return f"topicConfigList holds {len(items)} topics, more than {MAX_TOPICS_PER_LIST} in one request"
+    configs = []
+    for item in items:
+        try:
+            config = TopicConfig.from_json_dict(item)
+        except FieldFormatError as exc:
+            return f"bad topic config: {exc}"
+        problem = topic_config_problem(config)
+        if problem is not None:
+            return problem
+        configs.append(config)
+    return configs

@@ -38,6 +38,7 @@ RUNTIME_KEYS = {
     "brokerPermission": "broker_permission",
     "autoCreateTopicEnable": "auto_create_topic_enable",
     "autoCreateSubscriptionGroup": "auto_create_subscription_group",
+    "storeReplyMessageEnable": "store_reply_message_enable",
 }
 _VALID_PERMS = (PermName.PERM_READ, PermName.PERM_WRITE, PermName.PERM_READ | PermName.PERM_WRITE)
 _BOOLS = {"true": True, "false": False}

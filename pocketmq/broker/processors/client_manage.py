@@ -48,22 +48,33 @@ class ClientManageProcessor:
         }
 
     def heart_beat(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        body = bytes(req.body or b"")
+        known = self.clients.known_heartbeat(conn, body)
+        if known is not None:  # the same as last time: nothing to parse, nothing changed
+            for group in known:
+                self._retry_topic(group)
+            return req.response(ResponseCode.SUCCESS)
         try:
-            raw = rd.decode_body(bytes(req.body or b""), req.serialize_type)
+            raw = rd.decode_body(body, req.serialize_type)
         except ValueError as exc:
             raise InvalidHeaderError(f"undecodable heartbeat body: {exc}") from None
         data = parse_heartbeat(raw)
         for consumer in data.consumers:
-            # Every consumer group gets its retry topic (one queue) on heartbeat, as RocketMQ does.
-            self.topics.create_system_topic(retry_topic(consumer.group_name), 1,
-                                            PermName.PERM_READ | PermName.PERM_WRITE)
+            self._retry_topic(consumer.group_name)
             self.filters.register(consumer.group_name, consumer.subscriptions)
         language = LanguageCode(req.language).name if req.language in _LANGUAGES else "OTHER"
         for group in self.clients.heartbeat(data, conn, language, req.version):
             log.info("consumer_joined", group=group, client=data.client_id)
             if self.on_group_changed is not None:
                 self.on_group_changed(group)
+        self.clients.remember(conn, body, data)
         return req.response(ResponseCode.SUCCESS)
+
+    def _retry_topic(self, group: str) -> None:
+        """Every consumer group gets its retry topic (one queue) on heartbeat, as RocketMQ does."""
+        topic = retry_topic(group)
+        if self.topics.get(topic) is None:
+            self.topics.create_system_topic(topic, 1, PermName.PERM_READ | PermName.PERM_WRITE)
 
     def check_client_config(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:

@@ -21,7 +21,7 @@ from pocketmq.remoting import route as rd
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
-from pocketmq.remoting.errors import InvalidHeaderError, PocketMQError
+from pocketmq.remoting.errors import InvalidHeaderError
 from pocketmq.remoting.headers import (
     ConsumerGroupRequestHeader,
     ConsumerSendMsgBackRequestHeader,
@@ -135,21 +135,6 @@ class ConsumerManageProcessor:
             "subscriptionTable": {t: s.to_json_dict() for t, s in info.subscriptions.items()},
         }
         return req.response(ResponseCode.SUCCESS, body=rd.encode_body(body, req.serialize_type))
-
-    def notify_ids_changed(self, group: str) -> None:
-        """Push NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every client of ``group`` so it rebalances now."""
-        info = self.clients.consumers.get(group)
-        if info is None:
-            return
-        for channel in list(info.channels.values()):
-            if channel.connection.is_closed:
-                continue
-            request = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group},
-                                              oneway=True)
-            try:
-                channel.connection.send(request)
-            except PocketMQError:
-                log.debug("notify_failed", group=group, client=channel.client_id)
 
     # -- orderly locks -------------------------------------------------------------------------------------
 

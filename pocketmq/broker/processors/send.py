@@ -127,7 +127,7 @@ class SendMessageProcessor:
 
     def send_message(self, req: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = self._decode_header(req)
-        refusal = self._check(req, header, conn)
+        refusal = self.check(req, header, conn)
         if refusal is not None:
             return refusal
         topic = header.topic
@@ -135,21 +135,9 @@ class SendMessageProcessor:
         if dead_letter:
             topic = dlq_topic(header.topic[len(RETRY_GROUP_TOPIC_PREFIX):])
             self.topics.create_system_topic(topic, 1, PermName.PERM_READ | PermName.PERM_WRITE)
-        topic_config = self.topics.select_or_create_for_send(
-            topic, header.default_topic, header.default_topic_queue_nums, conn.remote_addr
-        )
-        if topic_config is None:
-            return req.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"topic[{header.topic}] not exist, apply first please!")
-        if not topic_config.perm & PermName.PERM_WRITE:
-            return req.response(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden")
-        queue_id = 0 if dead_letter else header.queue_id
-        limit = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
-        if queue_id >= limit:
-            return req.response(ResponseCode.SYSTEM_ERROR,
-                                f"request queueId[{queue_id}] is illegal, topic {header.topic} has {limit} queues")
-        if queue_id < 0:
-            queue_id = random.randrange(topic_config.write_queue_nums)
+        queue_id = self.destination_queue(req, header, topic, 0 if dead_letter else header.queue_id, conn)
+        if isinstance(queue_id, RemotingCommand):
+            return queue_id
         body = bytes(req.body or b"")
         if not body:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
@@ -169,15 +157,35 @@ class SendMessageProcessor:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message properties are longer than 32767 bytes")
         msg = MessageExtBrokerInner(
             topic=topic, body=body, queue_id=queue_id, flag=header.flag, properties=properties,
-            sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self._born_host(conn),
+            sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self.born_host(conn),
             reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
         )
         stored = self.store.put(msg)
         if isinstance(stored, PutMessageResult):
-            return self._respond(req, stored, queue_id)
+            return self.respond(req, stored, queue_id)
         return self._respond_when_stored(req, stored, queue_id)
 
     # -- checks -------------------------------------------------------------------------------------------
+
+    def destination_queue(self, req: RemotingCommand, header: SendHeader, topic: str, queue_id: int,
+                          conn: Connection) -> int | RemotingCommand:
+        """The queue of ``topic`` a send (or a reply) goes to, or the refusal: the topic must exist (it is
+        auto-created when RocketMQ would) and be writable, ``queue_id`` in range (negative: a random one)."""
+        topic_config = self.topics.select_or_create_for_send(
+            topic, header.default_topic, header.default_topic_queue_nums, conn.remote_addr
+        )
+        if topic_config is None:
+            return req.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{header.topic}] not exist, apply first please!")
+        if not topic_config.perm & PermName.PERM_WRITE:
+            return req.response(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden")
+        limit = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if queue_id >= limit:
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"request queueId[{queue_id}] is illegal, topic {header.topic} has {limit} queues")
+        if queue_id < 0:
+            queue_id = random.randrange(topic_config.write_queue_nums)
+        return queue_id
 
     @staticmethod
     def _decode_header(req: RemotingCommand) -> SendHeader:
@@ -185,7 +193,9 @@ class SendMessageProcessor:
             return SendMessageRequestHeader.from_command(req)
         return SendMessageRequestHeaderV2.from_command(req)
 
-    def _check(self, req: RemotingCommand, header: SendHeader, conn: Connection) -> RemotingCommand | None:
+    def check(self, req: RemotingCommand, header: SendHeader, conn: Connection) -> RemotingCommand | None:
+        """RocketMQ's ``msgCheck`` before the topic is looked up: the broker takes writes, the topic's name is
+        legal and not a system topic; None when the send may go on."""
         if self.is_slave:
             return req.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                                 f"the broker[{self.broker_name}, {self.broker_addr()}] is a slave: sending is refused")
@@ -234,7 +244,8 @@ class SendMessageProcessor:
             max_times = group.retry_max_times if group is not None else 16
         return (header.reconsume_times or 0) >= max_times
 
-    def _born_host(self, conn: Connection) -> bytes:
+    def born_host(self, conn: Connection) -> bytes:
+        """The sender's address as a record's born host (cached per connection)."""
         host = self._born_hosts.get(conn)
         if host is None:
             ip, _, port = conn.remote_addr.rpartition(":")
@@ -263,7 +274,7 @@ class SendMessageProcessor:
         properties = join_properties(properties, self._cluster_property)
         msg = MessageExtBrokerInner(
             topic=topic, body=body, queue_id=queue_id, flag=header.flag, properties=properties,
-            sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self._born_host(conn),
+            sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, born_host=self.born_host(conn),
             reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
         )
         to_half_message(msg)
@@ -280,7 +291,7 @@ class SendMessageProcessor:
 
     def _respond_half(self, req: RemotingCommand, result: PutMessageResult, queue_id: int, topic: str,
                       properties: str) -> RemotingCommand:
-        response = self._respond(req, result, queue_id, stored_topic=RMQ_SYS_TRANS_HALF_TOPIC)
+        response = self.respond(req, result, queue_id, stored_topic=RMQ_SYS_TRANS_HALF_TOPIC)
         append = result.append_result
         if result.status.is_stored and append is not None and self.transactions is not None:
             self.transactions.half_stored(properties, append.queue_offset, topic)
@@ -296,19 +307,20 @@ class SendMessageProcessor:
         batch = MessageExtBatch(
             topic=header.topic, body=body, queue_id=queue_id,
             properties=join_properties(properties, self._cluster_property), sys_flag=header.sys_flag,
-            born_timestamp=header.born_timestamp, born_host=self._born_host(conn), wait_store_msg_ok=wait,
+            born_timestamp=header.born_timestamp, born_host=self.born_host(conn), wait_store_msg_ok=wait,
         )
         stored = self.store.put_batch(batch)
         if isinstance(stored, PutMessageResult):
-            return self._respond(req, stored, queue_id, batch=True)
+            return self.respond(req, stored, queue_id, batch=True)
         return self._respond_when_stored(req, stored, queue_id, batch=True)
 
     async def _respond_when_stored(self, req: RemotingCommand, stored: Awaitable[PutMessageResult], queue_id: int,
                                    batch: bool = False) -> RemotingCommand:
-        return self._respond(req, await stored, queue_id, batch)
+        return self.respond(req, await stored, queue_id, batch)
 
-    def _respond(self, req: RemotingCommand, result: PutMessageResult, queue_id: int,
-                 batch: bool = False, stored_topic: str | None = None) -> RemotingCommand:
+    def respond(self, req: RemotingCommand, result: PutMessageResult, queue_id: int,
+                batch: bool = False, stored_topic: str | None = None) -> RemotingCommand:
+        """The send's answer for a put's result (msgId, queueId, queueOffset, region and trace switch when stored)."""
         code, remark = put_status_to_response(result.status)
         append = result.append_result
         if not result.status.is_stored or append is None:

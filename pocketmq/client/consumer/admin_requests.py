@@ -18,6 +18,7 @@ Maps keyed by ``MessageQueue`` use fastjson's object-key form (:mod:`pocketmq.re
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pocketmq.client.consumer.process_queue import ProcessQueue
@@ -157,6 +158,11 @@ async def _consume_directly(instance: MQClientInstance, req: RemotingCommand, co
     body = {"autoCommit": True, "consumeResult": result, "order": False,
             "remark": None, "spentTimeMills": int((time.monotonic() - started) * 1000)}
     return req.response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
+
+
+def mq_table(process_queues: Mapping[MessageQueue, ProcessQueue], held: Mapping[MessageQueue, int]) -> dict[MQKey, Any]:
+    """``ConsumerRunningInfo.mqTable``: each queue's ``ProcessQueueInfo`` with the offset held for it."""
+    return {mq_key(mq): process_queue_info(pq, held.get(mq, -1)) for mq, pq in sorted(process_queues.items())}
 
 
 def process_queue_info(pq: ProcessQueue, commit_offset: int) -> dict[str, Any]:

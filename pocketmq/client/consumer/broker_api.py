@@ -27,7 +27,7 @@ from typing import Any
 
 from pocketmq.client.consumer.allocate import sort_queues
 from pocketmq.client.consumer.pull_result import PullResult, pull_result_from_response
-from pocketmq.client.core.errors import BrokerNotFoundError, MQClientError
+from pocketmq.client.core.errors import BrokerNotFoundError, MQClientError, NoRouteError
 from pocketmq.client.core.instance import MQClientInstance
 from pocketmq.client.core.message import MessageQueue
 from pocketmq.client.core.message_ext import MessageExt
@@ -148,6 +148,16 @@ class ConsumerAPI:
             await self.instance.refresher.refresh(topic, self.timeout, publish=False)
         except MQClientError as exc:
             log.debug("route_refresh_failed", topic=topic, error=str(exc))
+
+    async def fetch_subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``, asked of a name server now (raises :class:`NoRouteError` when it has
+        none)."""
+        await self.instance.refresher.refresh(topic, self.timeout, publish=False)
+        route = self.instance.routes.subscribe_route(topic)
+        queues = subscribe_queues(topic, route) if route is not None else []
+        if not queues:
+            raise NoRouteError(topic, "no readable queue")
+        return queues
 
     def suggested_broker_id(self, mq: MessageQueue) -> int:
         """The member the broker last suggested for ``mq`` (0, the master, until one did)."""

@@ -1,12 +1,13 @@
-"""``ConsumerConfig`` (push consumer) and ``PullConsumerConfig``: every setting of a consumer (RocketMQ's
-``DefaultMQPushConsumer`` / ``DefaultMQPullConsumer`` fields), frozen and validated once. The consumers build
-them from their keyword-only arguments (:class:`ConsumerArgs`, :class:`PullConsumerArgs`); the defaults live
-here."""
+"""``ConsumerConfig`` (push consumer), ``PullConsumerConfig`` and ``LitePullConsumerConfig``: every setting of a
+consumer (RocketMQ's ``DefaultMQPushConsumer`` / ``DefaultMQPullConsumer`` / ``DefaultLitePullConsumer`` fields),
+frozen and validated once. The consumers build them from their keyword-only arguments (:class:`ConsumerArgs`,
+:class:`PullConsumerArgs`, :class:`LitePullConsumerArgs`); the defaults live here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pocketmq.client.consumer.allocate import AllocateStrategy, allocate_averagely
 from pocketmq.client.consumer.types import (
@@ -22,8 +23,16 @@ from pocketmq.client.consumer.types import (
 from pocketmq.client.core.config import ClientArgs, ClientOptions, check_positive
 from pocketmq.client.core.validators import check_group
 
-__all__ = ["ConsumerArgs", "ConsumerConfig", "PullConsumerArgs", "PullConsumerConfig", "SimpleConsumerArgs",
-           "SimpleConsumerConfig"]
+__all__ = [
+    "ConsumerArgs",
+    "ConsumerConfig",
+    "LitePullConsumerArgs",
+    "LitePullConsumerConfig",
+    "PullConsumerArgs",
+    "PullConsumerConfig",
+    "SimpleConsumerArgs",
+    "SimpleConsumerConfig",
+]
 
 
 class ConsumerArgs(ClientArgs, total=False):
@@ -176,3 +185,106 @@ class SimpleConsumerConfig(ClientOptions):
         if self.await_duration < 0:
             raise ValueError("await_duration must not be negative")
         super().__post_init__()
+
+
+class LitePullConsumerArgs(ClientArgs, total=False):
+    """The keyword arguments of :class:`~pocketmq.client.consumer.lite_pull.LitePullConsumer`."""
+
+    message_model: MessageModel
+    consume_from_where: ConsumeFromWhere
+    consume_timestamp: int | None
+    pull_batch_size: int
+    pull_threshold_for_all: int
+    pull_threshold_for_queue: int
+    pull_threshold_size_for_queue: int
+    consume_max_span: int
+    auto_commit: bool
+    auto_commit_interval: float
+    poll_timeout: float
+    rebalance_interval: float
+    persist_consumer_offset_interval: float
+    long_polling_timeout: float
+    pull_timeout: float
+    allocate_strategy: AllocateStrategy
+    offset_store_dir: str | Path | None
+    enable_trace: bool
+    trace_topic: str
+
+
+#: RocketMQ's ``DefaultLitePullConsumer`` defaults: pulls of 10, 10,000 messages buffered for ``poll`` at most,
+#: an automatic commit every 5 s, ``poll()`` waits 5 s, the broker holds a pull 20 s.
+LITE_PULL_BATCH_SIZE = 10
+LITE_PULL_THRESHOLD_FOR_ALL = 10_000
+#: RocketMQ's ``MIN_AUTOCOMMIT_INTERVAL_MILLIS`` (s).
+MIN_AUTO_COMMIT_INTERVAL = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LitePullConsumerConfig(ClientOptions):
+    """A lite pull consumer's settings (see :class:`~pocketmq.client.consumer.lite_pull.LitePullConsumer`). The pull
+    and rebalance services it shares with the push consumer read the same names (``orderly`` and the others
+    below are fixed for it)."""
+
+    message_model: MessageModel = MessageModel.CLUSTERING
+    #: Where a queue the group has no offset for starts.
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET
+    #: For TIMESTAMP (epoch ms); default half an hour before start.
+    consume_timestamp: int | None = None
+    pull_batch_size: int = LITE_PULL_BATCH_SIZE
+    #: Messages pulled and waiting for ``poll`` at most, all queues together (RocketMQ's pullThresholdForAll).
+    pull_threshold_for_all: int = LITE_PULL_THRESHOLD_FOR_ALL
+    pull_threshold_for_queue: int = PULL_THRESHOLD_FOR_QUEUE
+    #: Bytes of bodies per queue (RocketMQ counts this one in MiB: 100 MiB).
+    pull_threshold_size_for_queue: int = PULL_THRESHOLD_SIZE_FOR_QUEUE
+    #: A queue stops being pulled while its buffered offsets span more than this (RocketMQ's consumeMaxSpan).
+    consume_max_span: int = CONSUME_CONCURRENTLY_MAX_SPAN
+    #: ``poll`` commits what the previous polls returned every ``auto_commit_interval``; false: ``commit_sync``.
+    auto_commit: bool = True
+    #: At least :data:`MIN_AUTO_COMMIT_INTERVAL` (s).
+    auto_commit_interval: float = 5.0
+    #: How long ``poll()`` waits for messages when none are buffered (s).
+    poll_timeout: float = 5.0
+    rebalance_interval: float = 20.0
+    #: How often committed offsets are sent to the brokers (s).
+    persist_consumer_offset_interval: float = 5.0
+    #: How long the broker holds a pull with nothing to answer (s; RocketMQ's brokerSuspendMaxTimeMillis).
+    long_polling_timeout: float = 20.0
+    #: A pull's RPC timeout (s; RocketMQ's consumerTimeoutMillisWhenSuspend); longer than ``long_polling_timeout``.
+    pull_timeout: float = 30.0
+    allocate_strategy: AllocateStrategy = allocate_averagely
+    #: BROADCASTING offsets file base (default ``~/.rocketmq_offsets``).
+    offset_store_dir: str | Path | None = None
+    #: Write RocketMQ message traces of what ``poll`` returns to ``trace_topic``.
+    enable_trace: bool = False
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
+
+    #: What the shared pull loop reads: never orderly, no pause between pulls, the subscription in every pull
+    #: (a lite consumer in assign mode announces none in its heartbeats, as RocketMQ's).
+    orderly: ClassVar[bool] = False
+    pull_interval: ClassVar[float] = 0.0
+    post_subscription_when_pull: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_group(self.group)
+        check_positive(pull_batch_size=self.pull_batch_size, pull_threshold_for_all=self.pull_threshold_for_all,
+                       pull_threshold_for_queue=self.pull_threshold_for_queue,
+                       pull_threshold_size_for_queue=self.pull_threshold_size_for_queue,
+                       consume_max_span=self.consume_max_span, rebalance_interval=self.rebalance_interval,
+                       persist_consumer_offset_interval=self.persist_consumer_offset_interval,
+                       long_polling_timeout=self.long_polling_timeout, pull_timeout=self.pull_timeout)
+        if self.pull_timeout <= self.long_polling_timeout:
+            raise ValueError("pull_timeout must be longer than long_polling_timeout")
+        if self.auto_commit_interval < MIN_AUTO_COMMIT_INTERVAL:
+            raise ValueError(f"auto_commit_interval must be at least {MIN_AUTO_COMMIT_INTERVAL} s")
+        if self.poll_timeout < 0:
+            raise ValueError("poll_timeout must not be negative")
+        super().__post_init__()
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model is MessageModel.CLUSTERING
+
+    @property
+    def consume_concurrently_max_span(self) -> int:
+        """The push consumer's name for :attr:`consume_max_span` (the shared process queue reads it)."""
+        return self.consume_max_span

@@ -186,6 +186,13 @@ class LocalOffsetStore(OffsetTable):
     def for_client(cls, client_id: str, group: str, base_dir: str | os.PathLike[str] | None = None) -> LocalOffsetStore:
         return cls(local_offset_store_path(client_id, group, base_dir))
 
+    @classmethod
+    async def opened(cls, client_id: str, group: str, base_dir: str | os.PathLike[str] | None) -> LocalOffsetStore:
+        """A BROADCASTING consumer's store, its file loaded in a thread (raises :class:`OffsetStoreError`)."""
+        local = cls.for_client(client_id, group, base_dir)
+        await asyncio.to_thread(local.load)
+        return local
+
     def load(self) -> None:
         """Read the file into the table (a missing file is an empty table). Raises :class:`OffsetStoreError`
         for a file that cannot be read or parsed."""

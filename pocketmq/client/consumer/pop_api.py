@@ -12,9 +12,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pocketmq.client.consumer.pull_result import decode_body
 from pocketmq.client.core.errors import BrokerNotFoundError, MQClientError
 from pocketmq.client.core.instance import MQClientInstance
-from pocketmq.client.core.message_ext import MessageExt, decode_messages
+from pocketmq.client.core.message_ext import MessageExt
 from pocketmq.common.message import MessageConst
 from pocketmq.common.pop import (
     BatchAck,
@@ -86,7 +87,7 @@ def popped_messages(response: RemotingCommand, topic: str, broker_name: str, ord
     if code != ResponseCode.SUCCESS:
         raise error_for_response(code, response.remark)
     header = PopMessageResponseHeader.from_command(response)
-    messages = decode_messages(response.body or b"", broker_name=broker_name)
+    messages = decode_body(response.body or b"", broker_name=broker_name)
     try:
         starts = parse_start_offset_info(header.start_offset_info)
         listed = {key: set(offsets) for key, offsets in parse_msg_offset_info(header.msg_offset_info).items()}

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from typing import Any, Unpack
 
-from pocketmq.client.consumer.broker_api import ConsumerAPI, subscribe_queues
+from pocketmq.client.consumer.broker_api import ConsumerAPI
 from pocketmq.client.consumer.config import PullConsumerArgs, PullConsumerConfig
 from pocketmq.client.consumer.pull_result import PullResult
 from pocketmq.client.consumer.selector import MessageSelector
 from pocketmq.client.consumer.subscription import build_subscription, consumer_data_json
 from pocketmq.client.consumer.types import ConsumeFromWhere, ConsumeType
-from pocketmq.client.core.errors import ConsumerStateError, NoRouteError
+from pocketmq.client.core.errors import ConsumerStateError
 from pocketmq.client.core.instance import join_instance
 from pocketmq.client.core.member import ClientMember, State
 from pocketmq.client.core.message import MessageQueue
@@ -122,12 +122,7 @@ class PullConsumer(ClientMember):
         """The readable queues of ``topic``, asked of a name server now (raises :class:`NoRouteError` when
         it has none)."""
         check_topic(topic)
-        instance = self.api.instance
-        await instance.refresher.refresh(topic, self.config.namesrv_timeout, publish=False)
-        route = instance.routes.subscribe_route(topic)
-        queues = subscribe_queues(topic, route) if route is not None else []
-        if not queues:
-            raise NoRouteError(topic, "no readable queue")
+        queues = await self.api.fetch_subscribe_queues(topic)
         self._touch(topic)
         return queues
 

@@ -59,6 +59,8 @@ def _decoder() -> Callable[..., list[MessageExt]]:
 
 
 _decode = _decoder()
+decode_body = _decode
+"""The decoder of a response body of stored records (a pull's or a pop's): compiled when it is built."""
 
 
 @dataclass(frozen=True, slots=True)

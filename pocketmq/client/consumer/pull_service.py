@@ -13,19 +13,23 @@ broker's offset with a fresh process queue (:meth:`PullService._offset_moved`).
 
 The rebalance service decides which queues are assigned: :meth:`PullService.start_pull` and
 :meth:`PullService.stop_pull`. Stopping the service cancels every pull loop.
+
+What is pulled goes to a :class:`PulledSink`: the push consumer's consume service, or the lite pull consumer's
+poll buffer, which also holds queues back (:meth:`PullService.held_back`: paused, buffer full) and keeps its own
+consumed positions (:meth:`PullService.passed_filtered`), overriding those two.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Protocol
 
-from pocketmq.client.consumer.consume_service import ConsumeService
 from pocketmq.client.consumer.context import PushContext
 from pocketmq.client.consumer.process_queue import ProcessQueue
 from pocketmq.client.consumer.pull_result import PullResult, PullStatus
 from pocketmq.client.core.message import MessageQueue
-from pocketmq.client.core.message_ext import restore_retry_topics
+from pocketmq.client.core.message_ext import MessageExt, restore_retry_topics
 from pocketmq.common.service import Service
 from pocketmq.common.subscription import SubscriptionData
 from pocketmq.common.sysflag import pull_sys_flag
@@ -39,6 +43,7 @@ __all__ = [
     "PULL_DELAY_WHEN_NOT_LOCKED",
     "PULL_MIN_EMPTY_ROUND",
     "PullService",
+    "PulledSink",
 ]
 
 #: After a pull error (broker down, refused, timeout) the queue is pulled again after this long (s).
@@ -55,10 +60,16 @@ _UNKNOWN_GROUP_CODES = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseC
                                   ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
 
 
+class PulledSink(Protocol):
+    """Where a pull loop hands the messages it put into a queue's process queue."""
+
+    def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], dispatch: bool) -> None: ...
+
+
 class PullService(Service):
     """The assigned queues' process queues and pull loops (see the module docstring)."""
 
-    def __init__(self, context: PushContext, consume: ConsumeService) -> None:
+    def __init__(self, context: PushContext, consume: PulledSink) -> None:
         super().__init__()
         self.name = f"pull-{context.config.group}"
         self.config = context.config
@@ -117,7 +128,7 @@ class PullService(Service):
             if orderly and clustering and not pq.locked:
                 await asyncio.sleep(PULL_DELAY_WHEN_NOT_LOCKED)
                 continue
-            if pq.flow_control(orderly=orderly) is not None:
+            if self.held_back(mq, pq):
                 flow_logged += 1
                 if flow_logged % 1000 == 1:
                     self._ctx.log.debug("pull_flow_control", topic=mq.topic, queue_id=mq.queue_id,
@@ -143,6 +154,16 @@ class PullService(Service):
             pq, offset = await self._handle(mq, pq, offset, result, started)
             if config.pull_interval:
                 await asyncio.sleep(config.pull_interval)
+
+    def held_back(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """Whether ``mq`` waits before its next pull: its process queue is over a flow-control threshold."""
+        return pq.flow_control(orderly=self.config.orderly) is not None
+
+    def passed_filtered(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        """A pull moved past messages the subscription filtered out: once nothing of ``mq`` is in flight, its
+        offset to commit may move there too."""
+        if not pq.msg_count:
+            self._ctx.offsets.update(mq, next_offset, increase_only=True)
 
     async def _pull(self, mq: MessageQueue, sub: SubscriptionData, offset: int) -> PullResult:
         config = self.config
@@ -181,13 +202,12 @@ class PullService(Service):
                 if next_offset - 1 > pq.queue_offset_max:
                     pq.queue_offset_max = next_offset - 1
                 self._consume.submit(mq, pq, msgs, dispatch)
-            elif not pq.msg_count:
-                self._ctx.offsets.update(mq, next_offset, increase_only=True)
+            else:
+                self.passed_filtered(mq, pq, next_offset)
         elif status is PullStatus.OFFSET_ILLEGAL:
             pq = await self._offset_moved(mq, pq, offset, next_offset)
         else:  # NO_NEW_MSG, NO_MATCHED_MSG: move the committed offset past filtered-out messages
-            if not pq.msg_count:
-                self._ctx.offsets.update(mq, next_offset, increase_only=True)
+            self.passed_filtered(mq, pq, next_offset)
             if next_offset == offset and time.monotonic() - started < PULL_MIN_EMPTY_ROUND:
                 # Answered at once without progress (a slave that will not correct an offset, a full hold
                 # service): pause instead of spinning.

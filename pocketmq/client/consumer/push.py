@@ -64,7 +64,7 @@ from pocketmq.client.consumer.pop_api import PopAPI
 from pocketmq.client.consumer.pop_consume import PopConsumeService
 from pocketmq.client.consumer.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from pocketmq.client.consumer.pull_service import PullService
-from pocketmq.client.consumer.rebalance import RebalanceService
+from pocketmq.client.consumer.rebalance import RebalanceService, consume_timestamp
 from pocketmq.client.consumer.selector import MessageSelector
 from pocketmq.client.consumer.subscription import build_subscription, consumer_data_json, fetch_routes
 from pocketmq.client.consumer.types import ConsumeResult, ConsumeType, delay_level_for_retry
@@ -94,8 +94,6 @@ MessageHandler = Callable[[MessageExt], Awaitable[ConsumeResult | None]]
 #: ``async handler(msgs) -> ConsumeResult | None`` for up to ``consume_message_batch_max_size`` messages.
 BatchMessageHandler = Callable[[list[MessageExt]], Awaitable[ConsumeResult | None]]
 
-#: Java's default ``consumeTimestamp``: half an hour before the consumer starts.
-DEFAULT_CONSUME_TIMESTAMP_BACK = 30 * 60 * 1000
 #: Topics a consumer may subscribe to.
 MAX_SUBSCRIPTIONS = 1024
 
@@ -229,7 +227,7 @@ class PushConsumer(ClientMember):
         context = PushContext(config, self._subscriptions, api, offsets, committer, self._log)
         consume = self._consume_service(offsets)
         pulls = PullService(context, consume)
-        rebalance = RebalanceService(context, pulls, consume_timestamp=self._consume_timestamp(),
+        rebalance = RebalanceService(context, pulls, consume_timestamp=consume_timestamp(self.config.consume_timestamp),
                                      is_running=lambda: self._state is State.RUNNING)
         services = Service()
         services.name = f"push-consumer-{self.group}"
@@ -280,9 +278,7 @@ class PushConsumer(ClientMember):
         if self.clustering:
             await self._inner_producer.start()
             return RemoteOffsetStore()
-        local = LocalOffsetStore.for_client(instance.client_id, self.group, self.config.offset_store_dir)
-        await asyncio.to_thread(local.load)
-        return local
+        return await LocalOffsetStore.opened(instance.client_id, self.group, self.config.offset_store_dir)
 
     async def _start_trace(self) -> None:
         """``enable_trace`` (client.trace): the handler call is wrapped, nothing else changes."""
@@ -314,10 +310,6 @@ class PushConsumer(ClientMember):
         return ConcurrentConsumeService(self, call, offsets, workers=config.consume_thread_max,
                                         batch_max_size=self._batch_max_size)
 
-    def _consume_timestamp(self) -> int:
-        if self.config.consume_timestamp is not None:
-            return self.config.consume_timestamp
-        return time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_BACK
 
     async def shutdown(self, grace: float | None = None) -> None:
         """Stop pulling, let running handlers finish (at most ``grace``, default ``shutdown_grace``), commit
@@ -440,8 +432,7 @@ class PushConsumer(ClientMember):
             "consumeFromWhere": config.consume_from_where.value, "pullBatchSize": str(config.pull_batch_size),
             "consumerGroup": self.group,
         }
-        mq_table = {admin_requests.mq_key(mq): admin_requests.process_queue_info(pq, held.get(mq, -1))
-                    for mq, pq in sorted(parts.pulls.process_queues.items())}
+        mq_table = admin_requests.mq_table(parts.pulls.process_queues, held)
         status = {topic: {"consumeFailedMsgs": 0, "consumeFailedTPS": 0.0, "consumeOKTPS": 0.0, "consumeRT": 0.0,
                           "pullRT": 0.0, "pullTPS": 0.0} for topic in sorted(self._subscriptions)}
         return {"mqTable": mq_table, "properties": properties, "statusTable": status,

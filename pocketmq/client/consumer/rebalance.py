@@ -1,5 +1,6 @@
 """The push consumer's rebalance (RocketMQ's ``RebalanceService`` and ``RebalanceImpl``): which queues it
-pulls, and, for orderly consumption, the broker locks on them.
+pulls, and, for orderly consumption, the broker locks on them. The lite pull consumer runs the same service
+(RocketMQ's ``RebalanceLitePullImpl``), and applies its ``assign`` through it.
 
 Every ``rebalance_interval`` (20 s), and at once when woken (a broker's NOTIFY_CONSUMER_IDS_CHANGED, a
 changed route or subscription), every subscribed topic (``%RETRY%<group>`` included) is rebalanced:
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 
 from pocketmq.client.consumer.allocate import plan_rebalance
@@ -36,10 +38,25 @@ from pocketmq.common.service import Service
 from pocketmq.common.topic import is_retry_topic
 from pocketmq.remoting.errors import PocketMQError
 
-__all__ = ["ORDERLY_REMOVE_LOCK_WAIT", "RebalanceService", "compute_pull_from_where"]
+__all__ = [
+    "DEFAULT_CONSUME_TIMESTAMP_BACK",
+    "ORDERLY_REMOVE_LOCK_WAIT",
+    "RebalanceService",
+    "compute_pull_from_where",
+    "consume_timestamp",
+]
 
 #: How long a rebalance waits for an orderly queue's consume lock before giving the queue up anyway (s).
 ORDERLY_REMOVE_LOCK_WAIT = 1.0
+#: Java's default ``consumeTimestamp``: half an hour before the consumer starts (ms).
+DEFAULT_CONSUME_TIMESTAMP_BACK = 30 * 60 * 1000
+
+
+def consume_timestamp(configured: int | None) -> int:
+    """The TIMESTAMP start point (epoch ms) of a consumer starting now: ``configured``, else half an hour ago."""
+    if configured is not None:
+        return configured
+    return time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_BACK
 
 
 async def compute_pull_from_where(
@@ -137,9 +154,12 @@ class RebalanceService(Service):
             allocated = self.config.allocate_strategy(self.config.group, instance.client_id, mq_all, cid_all)
         else:
             allocated = mq_all
-        await self._update_process_queues(topic, allocated)
+        await self.update_process_queues(topic, allocated)
 
-    async def _update_process_queues(self, topic: str, allocated: list[MessageQueue]) -> None:
+    async def update_process_queues(self, topic: str, allocated: list[MessageQueue]) -> None:
+        """Make ``allocated`` the queues of ``topic`` this consumer pulls: the others are removed (their offsets
+        committed), the new ones added at their start offset. A lite pull consumer's ``assign`` calls it with the
+        queues the application chose."""
         plan = plan_rebalance([mq for mq in self._pulls.process_queues if mq.topic == topic], allocated)
         for mq in plan.removed:
             await self.remove_queue(mq)

@@ -40,6 +40,10 @@ __all__ = [
     "NoNameServerError",
     "NoRouteError",
     "ProducerStateError",
+    "ReplyMessageError",
+    "RequestExpiredError",
+    "RequestTableFullError",
+    "RequestTimeoutError",
     "SendFailedError",
     "is_retriable_async_error",
     "is_retriable_response_code",
@@ -59,6 +63,7 @@ class ClientErrorCode(IntEnum):
     NO_NAME_SERVER_EXCEPTION = 10004
     NOT_FOUND_TOPIC_EXCEPTION = 10005
     REQUEST_TIMEOUT_EXCEPTION = 10006
+    CREATE_REPLY_MESSAGE_EXCEPTION = 10007
 
 
 class MQClientError(PocketMQError):
@@ -134,6 +139,38 @@ class BrokerNotFoundError(MQClientError):
     def __init__(self, broker_name: str) -> None:
         self.broker_name = broker_name
         super().__init__(f"The broker[{broker_name}] not exist")
+
+
+class RequestTimeoutError(MQClientError):
+    """A request was sent but no reply came within its timeout (RocketMQ's ``RequestTimeoutException``)."""
+
+    retriable = False
+    default_response_code = ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION
+
+    def __init__(self, topic: str, correlation_id: str, timeout: float) -> None:
+        self.topic = topic
+        self.correlation_id = correlation_id
+        self.timeout = timeout
+        super().__init__(f"send request message to <{topic}> OK, but wait reply message timeout, "
+                         f"{timeout * 1000:.0f} ms (CORRELATION_ID {correlation_id})")
+
+
+class RequestTableFullError(MQClientError):
+    """A producer already waits for its maximum of replies (``max_pending_requests``): the request is not sent."""
+
+    retriable = False
+
+
+class ReplyMessageError(MQClientError):
+    """A reply cannot be made for this message: it is not a request (no ``CLUSTER``, ``REPLY_TO_CLIENT`` or
+    ``CORRELATION_ID``), or it is one whose requester no longer waits (:class:`RequestExpiredError`)."""
+
+    retriable = False
+    default_response_code = ClientErrorCode.CREATE_REPLY_MESSAGE_EXCEPTION
+
+
+class RequestExpiredError(ReplyMessageError):
+    """The request's ``TTL`` has passed since it was born: its requester has given up, a reply would be refused."""
 
 
 def _code_of_last_error(error: BaseException | None) -> int:

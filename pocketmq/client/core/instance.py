@@ -20,7 +20,10 @@ from a slave, and the slave must know the group's subscription). A broker seen f
 heartbeat at once, so it knows the group from the first request on; at shutdown every broker gets
 ``UNREGISTER_CLIENT`` (the rest of a consumer group rebalances at once) before the connections close.
 
-A broker's ``NOTIFY_CONSUMER_IDS_CHANGED`` (40) asks the named group's consumer to rebalance at once.
+A broker's ``NOTIFY_CONSUMER_IDS_CHANGED`` (40) asks the named group's consumer to rebalance at once. A broker's
+``PUSH_REPLY_MESSAGE_TO_CLIENT`` (326) brings the reply to a request: the producer that waits for its
+``CORRELATION_ID`` takes it; when none does (the request timed out, or was never sent from here) the push is
+answered SYSTEM_ERROR with that reason, which the broker passes on to the replier.
 
 Instances are shared through :func:`acquire_instance`, keyed by the running loop and the
 :class:`~pocketmq.client.core.config.ClientConfig`; members join with :func:`join_instance`, and the last one out
@@ -38,6 +41,7 @@ from typing import Any, Protocol
 from pocketmq.client.core.config import ClientConfig
 from pocketmq.client.core.errors import MQClientError
 from pocketmq.client.core.message_ext import MessageDecodeError, decode_messages
+from pocketmq.client.core.reply import decode_pushed_reply
 from pocketmq.client.core.route_refresher import RouteRefresher
 from pocketmq.client.core.route_table import MAX_TOPICS, RouteTable
 from pocketmq.client.core.route_watch import WATCH_INTERVAL, MasterWatch
@@ -139,6 +143,7 @@ class MQClientInstance:
         self.log = log.bind(client_id=self.client_id)
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
+        self.remoting.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_push_reply)
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -259,6 +264,20 @@ class MQClientInstance:
             self.log.debug("transaction_check_ignored", peer=conn.remote_addr)
             return
         check(request, conn)
+
+    def _on_push_reply(self, request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """PUSH_REPLY_MESSAGE_TO_CLIENT (326): the reply to one of our requests, handed to the producer waiting
+        for its correlation id (a header or body that cannot be read is answered with the error)."""
+        reply = decode_pushed_reply(request)
+        correlation_id = reply.get_property(MessageConst.PROPERTY_CORRELATION_ID) or ""
+        for producer in list(self._producers.values()):
+            take = getattr(producer, "take_reply", None)
+            if take is not None and take(correlation_id, reply):
+                return request.response(ResponseCode.SUCCESS)
+        self.log.info("reply_without_request", correlation_id=correlation_id, peer=conn.remote_addr)
+        return request.response(ResponseCode.SYSTEM_ERROR,
+                                f"no request of client {self.client_id} waits for the reply with CORRELATION_ID "
+                                f"{correlation_id} (it timed out, or was not sent from this client)")
 
     # -- routes -----------------------------------------------------------------------------------------
 

@@ -58,6 +58,7 @@ class ProducerArgs(ClientArgs, total=False):
     auto_batch_max_bytes: int
     enable_trace: bool
     trace_topic: str
+    max_pending_requests: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,13 +91,15 @@ class ProducerConfig(ClientOptions):
     #: Write RocketMQ message traces of every stored message to ``trace_topic`` (see :mod:`pocketmq.client.trace`).
     enable_trace: bool = False
     trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
+    #: Requests (``request``) waiting for their reply at most; one more fails with RequestTableFullError.
+    max_pending_requests: int = 10_000
 
     def __post_init__(self) -> None:
         check_producer_group(self.group)
         check_positive(send_msg_timeout=self.send_msg_timeout, max_in_flight=self.max_in_flight,
                        auto_batch_max_messages=self.auto_batch_max_messages,
                        auto_batch_max_bytes=self.auto_batch_max_bytes, max_message_size=self.max_message_size,
-                       compress_over=self.compress_over)
+                       compress_over=self.compress_over, max_pending_requests=self.max_pending_requests)
         if self.retry_times_when_send_failed < 0 or self.retry_times_when_send_async_failed < 0:
             raise ValueError("retry times must not be negative")
         if self.serialize_type not in _SERIALIZE_TYPES:

@@ -17,7 +17,9 @@ Send requests come in two spellings of one header (RocketMQ's ``SendMessageReque
     maxReconsumeTimes      l              only for %RETRY% topics (from MAX_RECONSUME_TIMES)
     batch                  m              "true" for SEND_BATCH_MESSAGE
 
-The response (all three codes) carries ``msgId``, ``queueId``, ``queueOffset``, ``MSG_REGION``, ``TRACE_ON``
+Replies (``MSG_TYPE=reply``) use the same header under SEND_REPLY_MESSAGE (324) and SEND_REPLY_MESSAGE_V2 (325).
+
+The response (every one of these codes) carries ``msgId``, ``queueId``, ``queueOffset``, ``MSG_REGION``, ``TRACE_ON``
 and maybe ``transactionId``.
 
 The typed headers (``SendMessageRequestHeader`` and its V2, in :mod:`pocketmq.remoting.headers`) are what tests and
@@ -60,6 +62,7 @@ class SendHeaderTemplate:
         topic: str,
         *,
         batch: bool = False,
+        reply: bool = False,
         smart: bool = True,
         default_topic: str = DEFAULT_TOPIC,
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
@@ -68,6 +71,8 @@ class SendHeaderTemplate:
         if batch:
             self.code = RequestCode.SEND_BATCH_MESSAGE
             smart = True  # 320 only exists with short names
+        elif reply:  # a reply (MSG_TYPE=reply) is pushed to its requester, not stored for consumers
+            self.code = RequestCode.SEND_REPLY_MESSAGE_V2 if smart else RequestCode.SEND_REPLY_MESSAGE
         else:
             self.code = RequestCode.SEND_MESSAGE_V2 if smart else RequestCode.SEND_MESSAGE
         if smart:

@@ -2,7 +2,8 @@
 once by :class:`MessagePreparer`, then reused by every attempt (and by the accumulator, which may carry it
 inside a coalesced batch).
 
-Validation matches the broker's (topic, body, properties, delay level, size after compression). The request
+Validation matches the broker's (topic, body, properties, delay level, size after compression). A reply
+(``MSG_TYPE=reply``) gets the topic's reply template (SEND_REPLY_MESSAGE(_V2)) and is never coalesced. The request
 of an attempt is one copy of the topic's :class:`~pocketmq.client.producer.headers.SendHeaderTemplate` with the
 per-attempt fields filled in, and one :class:`~pocketmq.remoting.command.RemotingCommand`. Header templates are kept
 for at most :data:`MAX_CACHED_TOPICS` topics.
@@ -42,6 +43,8 @@ _TIMER_DELIVER = MessageConst.PROPERTY_TIMER_DELIVER_MS
 _TIMER_DELAY = MessageConst.PROPERTY_TIMER_DELAY_MS
 _TIMER_DELAY_SEC = MessageConst.PROPERTY_TIMER_DELAY_SEC
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_MSG_TYPE = MessageConst.PROPERTY_MESSAGE_TYPE
+_REPLY = MessageConst.REPLY_MESSAGE_FLAG
 _TRUE = "true"
 #: The properties string of ``{WAIT: true, UNIQ_KEY: id}`` up to the id (the usual message's).
 _WAIT_TRUE_UNIQ_KEY = _BATCH_HEADER_PROPERTIES + PROPERTY_SEPARATOR + _UNIQ_KEY + NAME_VALUE_SEPARATOR
@@ -53,12 +56,14 @@ _PACK_PROPERTIES_LENGTH = PROPERTIES_LENGTH.pack
 class TopicState:
     """Per-topic constants of a producer: the validated name and its header templates."""
 
-    __slots__ = ("batch_template", "retry_topic", "template", "topic")
+    __slots__ = ("batch_template", "reply_template", "retry_topic", "template", "topic")
 
-    def __init__(self, topic: str, template: SendHeaderTemplate, batch_template: SendHeaderTemplate) -> None:
+    def __init__(self, topic: str, template: SendHeaderTemplate, batch_template: SendHeaderTemplate,
+                 reply_template: SendHeaderTemplate) -> None:
         self.topic = topic
         self.template = template
         self.batch_template = batch_template
+        self.reply_template = reply_template
         self.retry_topic = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
@@ -126,6 +131,8 @@ class MessagePreparer:
                                    default_topic_queue_nums=self.default_topic_queue_nums),
                 SendHeaderTemplate(self.group, topic, batch=True,
                                    default_topic_queue_nums=self.default_topic_queue_nums),
+                SendHeaderTemplate(self.group, topic, reply=True, smart=self.send_smart_msg,
+                                   default_topic_queue_nums=self.default_topic_queue_nums),
             )
             if len(self._topics) >= MAX_CACHED_TOPICS:
                 del self._topics[next(iter(self._topics))]
@@ -179,6 +186,8 @@ class MessagePreparer:
         if state.retry_topic:
             retry_fields = (props.get(MessageConst.PROPERTY_RECONSUME_TIME),
                             props.get(MessageConst.PROPERTY_MAX_RECONSUME_TIMES))
+        if props.get(_MSG_TYPE) == _REPLY:  # never coalesced: a batch would be stored, not pushed
+            return Outgoing(state.topic, state.reply_template, body, sys_flag, msg.flag, properties, msg_id)
         batchable = (not sys_flag and retry_fields is None and _DELAY not in props
                      and props.get(_WAIT) != "false" and size <= self.auto_batch_max_bytes
                      and _TIMER_DELIVER not in props and _TIMER_DELAY not in props and _TIMER_DELAY_SEC not in props)

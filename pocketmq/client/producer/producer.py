@@ -23,6 +23,11 @@ RocketMQ's ``DefaultMQProducer`` has them:
   only after transport failures, as RocketMQ does.
 * ``await send_oneway(msg)`` — one request, no answer, no retry.
 * ``await send_batch(msgs)`` — one SEND_BATCH_MESSAGE (320) with the same retry rules as ``send``.
+* ``await request(msg, timeout=t)`` — request-reply: send ``msg`` as a request (``CORRELATION_ID``,
+  ``REPLY_TO_CLIENT``, ``TTL``) and return the reply a consumer sends back
+  (:func:`~pocketmq.client.core.reply.create_reply_message`, then any producer's ``send``, which sends a reply
+  with SEND_REPLY_MESSAGE_V2); :class:`~pocketmq.client.core.errors.RequestTimeoutError` when none comes within
+  ``t``. At most ``max_pending_requests`` wait at once (:mod:`pocketmq.client.producer.request`).
 
 Bounds: at most ``max_in_flight`` sends (sync and async) at once; ``send`` waits for a slot within its
 timeout, ``send_async`` raises :class:`~pocketmq.remoting.errors.BufferFullError` at once. ``send_oneway`` yields to
@@ -49,10 +54,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Unpack
 
-from pocketmq.client.core.errors import ProducerStateError, is_retriable_async_error, is_retriable_send_error
+from pocketmq.client.core.errors import (
+    ProducerStateError,
+    RequestTimeoutError,
+    is_retriable_async_error,
+    is_retriable_send_error,
+)
 from pocketmq.client.core.instance import MQClientInstance, join_instance
 from pocketmq.client.core.member import ClientMember, State
 from pocketmq.client.core.message import Message, MessageQueue, SendResult
@@ -66,13 +77,15 @@ from pocketmq.client.producer.fault import MQFaultStrategy
 from pocketmq.client.producer.message_group import select_by_message_group
 from pocketmq.client.producer.outgoing import MessagePreparer, Outgoing
 from pocketmq.client.producer.probe import PROBE_INTERVAL, FaultProbe
+from pocketmq.client.producer.request import RequestFutureTable
 from pocketmq.client.producer.send_loop import MessageQueueSelector, RetryPolicy, SendLoop
 from pocketmq.client.producer.topic_publish import TopicPublishInfo
 from pocketmq.common.logs import get_logger
 from pocketmq.common.message import MessageConst
 from pocketmq.common.service import periodic
+from pocketmq.common.topic import reply_topic
 from pocketmq.remoting.codes import FLAG_ONEWAY
-from pocketmq.remoting.errors import BufferFullError
+from pocketmq.remoting.errors import BufferFullError, PocketMQError
 from pocketmq.remoting.route import TopicRouteData
 
 if TYPE_CHECKING:
@@ -135,6 +148,9 @@ class Producer(ClientMember):
         probe = FaultProbe(self.fault_strategy, lambda: self.instance.routes.master_table,
                            lambda addr: self.instance.probe_broker(addr), self._refresh_routes_of, self._log)
         self._probe = periodic("producer-fault-probe", PROBE_INTERVAL, probe.tick)
+        self._requests = RequestFutureTable(config.max_pending_requests)
+        #: Reply topics whose brokers this producer's client has been announced to (see _prepare_request).
+        self._reply_topics: set[str] = set()
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -159,6 +175,7 @@ class Producer(ClientMember):
         unregister the group from every broker and release the client instance."""
         if not self._may_stop():
             return
+        self._requests.fail_all(ProducerStateError("the producer is shutting down"))
         await self._drain(self._timeout if grace is None else grace)
         if self._trace is not None:
             await self._trace.stop()
@@ -329,6 +346,71 @@ class Producer(ClientMember):
         if self._oneway_count >= ONEWAY_YIELD_EVERY:
             self._oneway_count = 0
             await asyncio.sleep(0)
+
+    # -- request-reply ----------------------------------------------------------------------------------
+
+    async def request(
+        self, msg: Message, *, timeout: float | None = None, selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> MessageExt:
+        """Send ``msg`` as a request and return its reply (RocketMQ's ``DefaultMQProducer.request``).
+
+        ``msg`` gets ``CORRELATION_ID`` (a new UUID), ``REPLY_TO_CLIENT`` (this client's id) and ``TTL``
+        (``timeout`` in ms), and is sent as ``send`` sends it (``selector``/``arg``: an ordered send); the whole
+        call, send included, takes at most ``timeout`` (default ``send_msg_timeout``). Raises what ``send`` raises
+        when the request cannot be sent, :class:`~pocketmq.client.core.errors.RequestTimeoutError` when it was sent
+        but no reply came in time, and :class:`~pocketmq.client.core.errors.RequestTableFullError` at once when
+        ``max_pending_requests`` requests already wait.
+        """
+        if self._state is not _RUNNING:
+            self._raise_not_running()
+        budget = self._budget(timeout)
+        deadline = _monotonic() + budget
+        correlation_id = str(uuid.uuid4())
+        props = msg.properties
+        props[MessageConst.PROPERTY_CORRELATION_ID] = correlation_id
+        props[MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT] = self.instance.client_id
+        props[MessageConst.PROPERTY_MESSAGE_TTL] = str(int(budget * 1000))
+        future = self._requests.add(correlation_id)
+        try:
+            await self._prepare_request(msg.topic, deadline)
+            await self.send(msg, timeout=max(deadline - _monotonic(), 0.001), selector=selector, arg=arg)
+            try:
+                async with asyncio.timeout(max(deadline - _monotonic(), 0.0)):
+                    return await future
+            except TimeoutError:
+                raise RequestTimeoutError(msg.topic, correlation_id, budget) from None
+        finally:
+            self._requests.discard(correlation_id)
+
+    async def _prepare_request(self, topic: str, deadline: float) -> None:
+        """Make sure every broker a reply may reach knows this client before the first request of a cluster
+        (RocketMQ's ``prepareSendRequest``): the reply goes to ``<cluster>_REPLY_TOPIC`` on any broker of the
+        request topic's clusters, and a broker finds the requester by its heartbeat. Their route is fetched once,
+        then every broker is heartbeated and the answers awaited."""
+        await self._sender.find_publish_info(topic, max(deadline - _monotonic(), 0.001))
+        route = self.instance.routes.route_table.get(topic)
+        topics = {reply_topic(b.cluster) for b in route.broker_datas} if route is not None else set()
+        fresh = topics - self._reply_topics
+        if not fresh:
+            return
+        for name in sorted(fresh):
+            try:
+                await self.instance.refresher.refresh(name, max(deadline - _monotonic(), 0.001), publish=False)
+            except PocketMQError as exc:  # a broker without a reply topic: its own brokers are heartbeated anyway
+                self._log.warning("reply_topic_route_failed", topic=name, error=str(exc))
+        self._reply_topics.update(fresh)
+        await self.instance.send_heartbeat_to_all()
+
+    def take_reply(self, correlation_id: str, reply: MessageExt) -> bool:
+        """From the client instance: a reply the broker pushed; False when no request of this producer waits
+        for ``correlation_id``."""
+        return self._requests.take(correlation_id, reply)
+
+    @property
+    def pending_requests(self) -> int:
+        """Requests waiting for their reply right now."""
+        return len(self._requests)
 
     async def fetch_publish_message_queues(self, topic: str, *, timeout: float | None = None) -> list[MessageQueue]:
         """The topic's writable queues as this producer sees them (looked up if not known yet)."""

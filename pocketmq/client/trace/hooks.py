@@ -135,24 +135,41 @@ class ConsumeTracer:
         """``call`` that also traces each batch."""
 
         async def traced(msgs: list[MessageExt]) -> ConsumeResult:
-            traced_msgs = [m for m in msgs if m.topic != self.dispatcher.topic]
-            if not traced_msgs:
+            before = self._before(msgs)
+            if before is None:
                 return await call(msgs)
-            started = _now_ms()
-            request_id = next_uniq_id()
-            beans = [TraceBean(msg_id=m.msg_id, topic=m.topic, tags=m.tags, keys=m.keys,
-                               store_host=m.store_host, body_length=len(m.body), retry_times=m.reconsume_times,
-                               offset_msg_id=m.offset_msg_id) for m in traced_msgs]
-            region = traced_msgs[0].get_property(_REGION) or DEFAULT_REGION
-            self.dispatcher.append(TraceContext(TraceType.SubBefore, timestamp=started, region_id=region,
-                                                group_name=self.group, request_id=request_id, beans=beans))
             result = await call(msgs)
-            ok = result is ConsumeResult.SUCCESS
-            ended = _now_ms()
-            self.dispatcher.append(TraceContext(
-                TraceType.SubAfter, timestamp=ended, region_id=region, group_name=self.group,
-                request_id=request_id, cost_time=(ended - started) // len(traced_msgs), success=ok,
-                context_code=ConsumeReturnType.SUCCESS if ok else ConsumeReturnType.FAILED, beans=beans))
+            self._after(before, result is ConsumeResult.SUCCESS)
             return result
 
         return traced
+
+    def record_polled(self, msgs: list[MessageExt]) -> None:
+        """A lite pull consumer's ``poll`` returned ``msgs``: traced as consumed at once, as RocketMQ's lite pull
+        consumer traces each pull."""
+        before = self._before(msgs)
+        if before is not None:
+            self._after(before, True)
+
+    def _before(self, msgs: list[MessageExt]) -> tuple[int, str, str, list[TraceBean]] | None:
+        """Queue the ``SubBefore`` context of ``msgs`` (those not of the trace topic); None when none is traced."""
+        traced_msgs = [m for m in msgs if m.topic != self.dispatcher.topic]
+        if not traced_msgs:
+            return None
+        started = _now_ms()
+        request_id = next_uniq_id()
+        beans = [TraceBean(msg_id=m.msg_id, topic=m.topic, tags=m.tags, keys=m.keys,
+                           store_host=m.store_host, body_length=len(m.body), retry_times=m.reconsume_times,
+                           offset_msg_id=m.offset_msg_id) for m in traced_msgs]
+        region = traced_msgs[0].get_property(_REGION) or DEFAULT_REGION
+        self.dispatcher.append(TraceContext(TraceType.SubBefore, timestamp=started, region_id=region,
+                                            group_name=self.group, request_id=request_id, beans=beans))
+        return started, request_id, region, beans
+
+    def _after(self, before: tuple[int, str, str, list[TraceBean]], ok: bool) -> None:
+        started, request_id, region, beans = before
+        ended = _now_ms()
+        self.dispatcher.append(TraceContext(
+            TraceType.SubAfter, timestamp=ended, region_id=region, group_name=self.group,
+            request_id=request_id, cost_time=(ended - started) // len(beans), success=ok,
+            context_code=ConsumeReturnType.SUCCESS if ok else ConsumeReturnType.FAILED, beans=beans))
