@@ -20,6 +20,7 @@ Every heartbeat indexes its client, producer or consumer, so a client that only 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -143,6 +144,18 @@ class _Registered:
     groups: tuple[str, ...] = ()
 
 
+def _newest_subscriptions(old: dict[str, SubscriptionData],
+                          new: Iterable[SubscriptionData]) -> dict[str, SubscriptionData]:
+    """A heartbeat's subscriptions, each kept at the newest version any member sent (RocketMQ's
+    ``updateSubscription``): members built at different times must not replace each other's in turn, or the
+    member with the newer version is answered SUBSCRIPTION_NOT_LATEST while its unchanged heartbeats are skipped."""
+    merged = {}
+    for sub in new:
+        kept = old.get(sub.topic)
+        merged[sub.topic] = kept if kept is not None and kept.sub_version > sub.sub_version else sub
+    return merged
+
+
 class ClientManager:
     """Producer and consumer groups with their live client channels."""
 
@@ -208,7 +221,7 @@ class ClientManager:
             info.consume_type = consumer.consume_type
             info.message_model = consumer.message_model
             info.consume_from_where = consumer.consume_from_where
-            info.subscriptions = {s.topic: s for s in consumer.subscriptions}
+            info.subscriptions = _newest_subscriptions(info.subscriptions, consumer.subscriptions)
             old = info.channels.get(client_id)
             if old is None:
                 changed.append(consumer.group_name)

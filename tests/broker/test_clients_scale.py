@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from typing import cast
 
 import pytest
 
 from pocketmq.broker import client_manager
 from pocketmq.broker.controller import BrokerController
 from pocketmq.broker.processors import client_manage
+from pocketmq.common.subscription import SubscriptionData
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -126,3 +128,25 @@ async def test_a_closing_connection_takes_only_its_own_clients(broker: BrokerCon
         assert broker.clients.consumers["C"].client_ids() == ["c2"]
     finally:
         await clients.close()
+
+
+class _Conn:
+    is_closed = False
+
+
+def test_members_built_at_different_times_keep_the_newest_subscription() -> None:
+    """A pull answers SUBSCRIPTION_NOT_LATEST while the broker holds an older version than the puller's; an unchanged
+    heartbeat is not parsed again, so an older member's heartbeat must not replace a newer member's version."""
+    clients = client_manager.ClientManager()
+    newer, older = cast(Connection, _Conn()), cast(Connection, _Conn())
+
+    def beat(client_id: str, version: int, conn: Connection) -> None:
+        data = client_manager.HeartbeatData(client_id, (), (client_manager.ConsumerData(
+            "G", subscriptions=(SubscriptionData("T", "*", sub_version=version),)),))
+        clients.heartbeat(data, conn)
+
+    beat("new@1", 200, newer)
+    beat("old@1", 100, older)
+    assert clients.consumers["G"].subscriptions["T"].sub_version == 200
+    beat("new@1", 300, newer)  # a member that subscribes again moves the version on
+    assert clients.consumers["G"].subscriptions["T"].sub_version == 300
