@@ -17,7 +17,8 @@ import shutil
 import struct
 import time
 
-from pocketmq.broker import disk_status
+from pocketmq.broker import disk_status, master_services
+from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
@@ -34,8 +35,7 @@ from pocketmq.broker.metadata import (
 )
 from pocketmq.broker.pop.long_polling import PopLongPollingService
 from pocketmq.broker.pop.processors import PopProcessor
-from pocketmq.broker.pop.revive import PopReviveService
-from pocketmq.broker.pop.service import PopService, PopSettings
+from pocketmq.broker.pop.service import PopService
 from pocketmq.broker.processors.admin import AdminBrokerProcessor
 from pocketmq.broker.processors.admin_clients import AdminClientsProcessor
 from pocketmq.broker.processors.admin_config import AdminConfigProcessor
@@ -68,18 +68,15 @@ from pocketmq.broker.transaction.end import EndTransactionProcessor
 from pocketmq.broker.transaction.service import TransactionalMessageService
 from pocketmq.common import compiled
 from pocketmq.common.logs import get_logger
-from pocketmq.common.record import parse_host_port
 from pocketmq.common.service import Service, on_demand, periodic
 from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.ha.client import HAClient
 from pocketmq.ha.service import HAService
-from pocketmq.proxy.server import ProxyServer, start_local_proxy
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
 from pocketmq.remoting.metrics import Metrics, MetricsServer
-from pocketmq.remoting.plain_acl import PlainAclService
 from pocketmq.remoting.server import RemotingServer, ServerConfig
 from pocketmq.store.message_store import MessageStore
 
@@ -139,7 +136,6 @@ class BrokerController:
         self.timer: TimerMessageService | None = None
         # --- end POP ---
         self.acl: PlainAclService | None = None
-        self.proxy: ProxyServer | None = None
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
@@ -240,10 +236,6 @@ class BrokerController:
         if self.transaction_check is not None:
             self._services.add_child(self.transaction_check)
         self._services.start()
-        if self.config.enable_grpc_proxy:  # the gRPC endpoint in this process, a cluster client like rmq-proxy
-            self.proxy = await start_local_proxy(self.config.namesrv_addr or "", self.config.listen_host,
-                                                 self.config.grpc_server_port, self.config.proxy_config_file,
-                                                 self.metrics)
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name,
                  build=compiled.ACTIVE)
 
@@ -330,8 +322,6 @@ class BrokerController:
         if not self._running:
             return
         self._running = False
-        if self.proxy is not None:
-            await self.proxy.stop()
         await self._services.stop()
         await self.server.stop(grace=grace)
         if self.pop is not None:  # what changed since the last snapshot / checkpoint (an idle broker writes nothing)
@@ -373,6 +363,8 @@ class BrokerController:
     def _topics_changed(self, config: TopicConfig | None) -> None:
         """A topic was created or changed: register it alone, at once; the whole table was replaced (a slave
         took its master's): a full registration now."""
+        if not self._running:
+            return  # created while starting (system topics): the first full registration carries them
         if config is None:
             self._registration.trigger()
         else:
@@ -445,47 +437,25 @@ class BrokerController:
             timeout_ms=self.config.ha_tail_recovery_timeout_ms).run()
 
     async def _load_transactions(self, store: MessageStore) -> None:
-        """Masters: rebuild the transaction bookkeeping from the half and op queues, then check back with
-        producers every ``transactionCheckInterval`` (slaves replicate the queues and never check back)."""
-        if not self.config.is_master:
-            return
-        c = self.config
-        self.transactions = TransactionalMessageService(
-            store, self.offsets, born_host=parse_host_port(self.addr),
-            on_stored=self._on_stored if self.metrics else self.stats.on_put)
-        await self.transactions.load()
-        self.transaction_check = TransactionalMessageCheckService(
-            self.transactions, self.clients, self.topics, interval_ms=c.transaction_check_interval,
-            timeout_ms=c.transaction_time_out, check_max=c.transaction_check_max)
+        """Masters: the transaction bookkeeping rebuilt from the half and op queues, and the check-back service."""
+        if self.config.is_master:
+            self.transactions, self.transaction_check = await master_services.load_transactions(
+                self.config, store, self.offsets, self.clients, self.topics, self.addr,
+                self._on_stored if self.metrics else self.stats.on_put)
 
     async def _start_pop(self, store: MessageStore) -> None:
-        """Masters: rebuild POP's state from the revive log, then revive expired messages and write state
-        snapshots in the background (slaves replicate the records and serve no POP)."""
-        if not self.config.is_master:
-            return
-        c = self.config
-        self.pop = PopService(
-            store=store, topics=self.topics, groups=self.groups, offsets=self.offsets, hold=self.pop_hold,
-            settings=PopSettings(broker_name=c.broker_name, cluster_name=c.broker_cluster_name,
-                                 revive_queue_num=c.revive_queue_num,
-                                 pop_from_retry_probability=c.pop_from_retry_probability,
-                                 inflight_threshold=c.pop_inflight_message_threshold,
-                                 max_invisible_time=c.max_invisible_time_mills),
-            store_addr=self.addr)
-        await self.pop.recover()
-        self._services.add_child(PopReviveService(self.pop, c.revive_interval))
-        self._services.add_child(periodic("pop-snapshot", c.pop_state_snapshot_interval / 1000,
-                                          self.pop.write_snapshot))
+        """Masters: POP's state rebuilt from the revive log, revive and snapshots in the background."""
+        if self.config.is_master:
+            self.pop, services = await master_services.start_pop(
+                self.config, store, self.topics, self.groups, self.offsets, self.pop_hold, self.addr)
+            for service in services:
+                self._services.add_child(service)
 
     async def _start_timer(self, store: MessageStore) -> None:
-        """Masters: take back the pending timer messages, then deliver them when due (slaves replicate the timer
-        queue and its checkpoints and deliver nothing)."""
-        if not self.config.is_master:
-            return
-        self.timer = TimerMessageService(store, self.topics, self.addr)
-        await self.timer.recover()
-        store.add_arrival_listener(self.timer.on_arrival)
-        self._services.add_child(self.timer)
+        """Masters: the pending timer messages taken back and delivered when due (slaves deliver nothing)."""
+        if self.config.is_master:
+            self.timer = await master_services.start_timer(store, self.topics, self.addr)
+            self._services.add_child(self.timer)
 
     def _rewind_guard(self, store: MessageStore) -> RewindGuard | None:
         """After an abnormal start of a master: each queue's end as recovery left it (pocketmq.broker.rewind_guard)."""
