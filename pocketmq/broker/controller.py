@@ -127,14 +127,12 @@ class BrokerController:
         self.delay_offsets = DelayOffsets(config_path(config_dir, "delayOffset.json"))
         self.hold = PullRequestHoldService()
         self.filters = ConsumerFilterManager()
-        # --- POP ---
         self.pop_hold = PopLongPollingService(max_total=config.max_pop_polling_size,
                                               max_per_queue=config.pop_polling_size)
         #: RocketMQ 5's POP consumption (masters only; None on a slave)
         self.pop: PopService | None = None
         #: timer messages (masters only)
         self.timer: TimerMessageService | None = None
-        # --- end POP ---
         self.acl: PlainAclService | None = None
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
@@ -218,9 +216,7 @@ class BrokerController:
         self.store.add_arrival_listener(self.hold.notify)
         self.store.add_arrival_listener(self.pop_hold.notify)
         await self._start_ha(self.store)
-        await self._load_transactions(self.store)
-        await self._start_pop(self.store)
-        await self._start_timer(self.store)
+        await self._start_master_services(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
         await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
@@ -436,26 +432,19 @@ class BrokerController:
             store, self.client, self.outer_api.namesrv_addrs, broker_name=self.config.broker_name,
             timeout_ms=self.config.ha_tail_recovery_timeout_ms).run()
 
-    async def _load_transactions(self, store: MessageStore) -> None:
-        """Masters: the transaction bookkeeping rebuilt from the half and op queues, and the check-back service."""
-        if self.config.is_master:
-            self.transactions, self.transaction_check = await master_services.load_transactions(
-                self.config, store, self.offsets, self.clients, self.topics, self.addr,
-                self._on_stored if self.metrics else self.stats.on_put)
-
-    async def _start_pop(self, store: MessageStore) -> None:
-        """Masters: POP's state rebuilt from the revive log, revive and snapshots in the background."""
-        if self.config.is_master:
-            self.pop, services = await master_services.start_pop(
-                self.config, store, self.topics, self.groups, self.offsets, self.pop_hold, self.addr)
-            for service in services:
-                self._services.add_child(service)
-
-    async def _start_timer(self, store: MessageStore) -> None:
-        """Masters: the pending timer messages taken back and delivered when due (slaves deliver nothing)."""
-        if self.config.is_master:
-            self.timer = await master_services.start_timer(store, self.topics, self.addr)
-            self._services.add_child(self.timer)
+    async def _start_master_services(self, store: MessageStore) -> None:
+        """Masters: transactions, POP and timers rebuilt from their queues, their services run in the background
+        (slaves replicate their records and run none of them)."""
+        if not self.config.is_master:
+            return
+        self.transactions, self.transaction_check = await master_services.load_transactions(
+            self.config, store, self.offsets, self.clients, self.topics, self.addr,
+            self._on_stored if self.metrics else self.stats.on_put)
+        self.pop, services = await master_services.start_pop(
+            self.config, store, self.topics, self.groups, self.offsets, self.pop_hold, self.addr)
+        self.timer = await master_services.start_timer(store, self.topics, self.addr)
+        for service in (*services, self.timer):
+            self._services.add_child(service)
 
     def _rewind_guard(self, store: MessageStore) -> RewindGuard | None:
         """After an abnormal start of a master: each queue's end as recovery left it (pocketmq.broker.rewind_guard)."""
