@@ -40,8 +40,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two test processes for everything but the container test, which runs alone afterwards (it builds images).
 pytest: $(STAMP) compiled install-chromium docker-engine
-	$(BIN)/pytest -q --durations=30
+	$(BIN)/pytest -q -n 2 -m "not docker" --durations=30
+	$(BIN)/pytest -q -p no:cacheprovider -m docker
 
 # The byte-exact codec tests and the compiled-build check from the plain sources (CI runs them beside `test`).
 test-pure: $(STAMP)

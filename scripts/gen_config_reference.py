@@ -45,6 +45,7 @@ from pocketmq.controller.config import ControllerConfig  # noqa: E402
 from pocketmq.ha.config import PROPERTY_NAMES as HA_PROPERTY_NAMES  # noqa: E402
 from pocketmq.ha.config import HAConfig  # noqa: E402
 from pocketmq.namesrv.config import NamesrvConfig  # noqa: E402
+from pocketmq.proxy.config import ProxyConfig  # noqa: E402
 from pocketmq.store.config import PROPERTY_NAMES as STORE_PROPERTY_NAMES  # noqa: E402
 from pocketmq.store.config import StoreConfig  # noqa: E402
 
@@ -207,6 +208,8 @@ def sections() -> tuple[Section, ...]:
         Section("Controller", "`rmq-controller -c controller.properties`, or in `namesrv.properties` with "
                 "`enableControllerInNamesrv=true` (RocketMQ 5's `ControllerConfig` keys; see "
                 "[the controller guide](controller.md)).", keys_of(ControllerConfig, own_keys(ControllerConfig))),
+        Section("gRPC proxy", "`rmq-proxy -c proxy.properties`, or a broker's `proxyConfigFile` (docs/grpc-proxy.md).",
+                keys_of(ProxyConfig, own_keys(ProxyConfig))),
     )
 
 

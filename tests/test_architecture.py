@@ -35,15 +35,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "client": frozenset({"common", "remoting"}),
     "ha": frozenset({"common", "store"}),
     "spark_jobs": frozenset({"common", "store"}),
-    "broker": frozenset({"common", "remoting", "store", "ha"}),
-    "admin": frozenset(
-        {"conf", "common", "remoting", "store", "controller", "namesrv", "client", "ha", "spark_jobs", "broker"}
-    ),
+    "proxy": frozenset({"common", "remoting", "client"}),
+    "broker": frozenset({"common", "remoting", "store", "ha", "proxy"}),
+    "admin": frozenset({"conf", "common", "remoting", "store", "controller", "namesrv", "client", "ha", "spark_jobs",
+                        "broker", "proxy"}),
     "chaos": frozenset({"conf", "common", "remoting", "store", "client", "admin"}),
     "console": frozenset({"common", "remoting", "namesrv", "client", "admin"}),
     "bench": frozenset(
         {"conf", "common", "remoting", "store", "controller", "namesrv", "client", "ha", "spark_jobs", "broker",
-         "admin", "console"}
+         "admin", "proxy", "console"}
     ),
 }
 """Which of our packages each package may import (besides itself)."""

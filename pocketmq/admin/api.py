@@ -202,9 +202,11 @@ class AdminClient:
 
     async def update_topic(self, topic: str, *, read_queues: int = 8, write_queues: int = 8, perm: int = 6,
                            cluster: str | None = None, broker_addr: str | None = None,
-                           order: bool = False) -> list[str]:
-        """Create or change ``topic`` on every master of ``cluster`` (or on ``broker_addr``)."""
-        header = CreateTopicRequestHeader(topic, "TBW102", read_queues, write_queues, perm, "SINGLE_TAG", 0, order)
+                           order: bool = False, attributes: str | None = None) -> list[str]:
+        """Create or change ``topic`` on every master of ``cluster`` (or on ``broker_addr``); ``attributes`` are
+        RocketMQ 5's changes (``+message.type=FIFO``)."""
+        header = CreateTopicRequestHeader(topic, "TBW102", read_queues, write_queues, perm, "SINGLE_TAG", 0, order,
+                                          attributes)
         addrs = await self.master_addrs(cluster, broker_addr)
         if not addrs:
             raise AdminError("no master broker found to create the topic on")

@@ -89,7 +89,8 @@ async def cmd_topic_status(admin: AdminClient, args: argparse.Namespace) -> None
 
 async def cmd_update_topic(admin: AdminClient, args: argparse.Namespace) -> None:
     addrs = await admin.update_topic(args.topic, read_queues=args.read_queues, write_queues=args.write_queues,
-                                     perm=args.perm, cluster=args.cluster, broker_addr=args.broker, order=args.order)
+                                     perm=args.perm, cluster=args.cluster, broker_addr=args.broker, order=args.order,
+                                     attributes=args.attributes)
     _out(args, {"topic": args.topic, "brokers": addrs},
          "\n".join(f"create topic {args.topic} on {a} success." for a in addrs))
 
@@ -189,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-w", "--write-queues", type=int, default=8)
     s.add_argument("-p", "--perm", type=int, default=6)
     s.add_argument("-o", "--order", action="store_true")
+    s.add_argument("-a", "--attributes", help="RocketMQ 5 attributes, e.g. +message.type=FIFO (NORMAL, FIFO, DELAY, "
+                                                "TRANSACTION, MIXED)")
     s = sub.add_parser("deleteTopic", parents=[common], help="delete a topic from masters and name servers")
     s.add_argument("-t", "--topic", required=True)
     s.add_argument("-c", "--cluster")

@@ -19,6 +19,7 @@ async def cmd_update_sub_group(admin: AdminClient, args: argparse.Namespace) -> 
         "retryQueueNums": args.retry_queue_nums, "retryMaxTimes": args.retry_max_times, "brokerId": args.broker_id,
         "whichBrokerWhenConsumeSlowly": args.which_broker_when_consume_slowly,
         "notifyConsumerIdsChangedEnable": args.notify_consumer_ids_changed,
+        "consumeMessageOrderly": args.consume_message_orderly,
     }
     await api_ops.update_sub_group(admin, config, addrs)
     emit(args, {"group": config, "brokers": addrs},
@@ -71,6 +72,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
     s.add_argument("-i", "--broker-id", type=int, default=0)
     s.add_argument("-w", "--which-broker-when-consume-slowly", type=int, default=1)
     s.add_argument("-a", "--notify-consumer-ids-changed", type=bool_arg, default=True)
+    s.add_argument("-o", "--consume-message-orderly", type=bool_arg, default=False,
+                   help="RocketMQ 5: the group consumes FIFO message groups in order")
     s = sub.add_parser("deleteSubGroup", parents=[common], help="delete a subscription group")
     where_flags(s)
     s.add_argument("-g", "--group", required=True)

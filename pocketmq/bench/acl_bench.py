@@ -21,8 +21,6 @@ from typing import Any
 
 import uvloop
 
-from pocketmq.broker.acl.config import load_plain_acl
-from pocketmq.broker.acl.validator import PlainAccessValidator
 from pocketmq.broker.config import load_broker_config
 from pocketmq.broker.controller import BrokerController
 from pocketmq.client import Message, Producer, SessionCredentials
@@ -31,6 +29,8 @@ from pocketmq.namesrv.controller import NamesrvController
 from pocketmq.remoting.codes import RequestCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.headers import SendMessageRequestHeaderV2
+from pocketmq.remoting.plain_acl.config import load_plain_acl
+from pocketmq.remoting.plain_acl.validator import PlainAccessValidator
 
 ACCESS_KEY, SECRET_KEY = "benchUser", "benchSecret"
 ACL_FILE = f"""accounts:

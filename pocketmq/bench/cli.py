@@ -22,6 +22,8 @@ WORKLOADS = {
                  "controller mode: SIGKILL/SIGSTOP of a master to the first SEND_OK on the new one, over many rounds"),
     "pop-timer": ("pocketmq.bench.pop_timer_bench",
                   "RocketMQ 5: POP receive+ack beside the push consumer (W4), timer lateness, RSS of pending timers"),
+    "grpc": ("pocketmq.bench.grpc_bench",
+             "the gRPC proxy driven by the official RocketMQ 5 client: lone-send latency beside remoting, CPU/msg"),
     "console": ("pocketmq.bench.console_bench",
                 "the console's list pages with thousands of topics and groups, and its dashboard in chromium"),
     "compare": ("pocketmq.bench.compare.cli",

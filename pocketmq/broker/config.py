@@ -85,7 +85,7 @@ class BrokerConfig:
     #: Plain ACL (RocketMQ 4.9): every request is checked against :attr:`plain_acl_file` (reloaded on change).
     acl_enable: bool = False
     #: The ACL file; empty: ``$ROCKETMQ_HOME/conf/plain_acl.yml`` (where RocketMQ reads it), then
-    #: ``./conf/plain_acl.yml``, and no start without one (see :mod:`pocketmq.broker.acl.service`).
+    #: ``./conf/plain_acl.yml``, and no start without one (see :mod:`pocketmq.remoting.plain_acl.service`).
     plain_acl_file: str = ""
     #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as RocketMQ does.
     trace_topic_enable: bool = False
@@ -121,6 +121,14 @@ class BrokerConfig:
     #: How often the POP state snapshot is written when something changed (ms).
     pop_state_snapshot_interval: int = field(default=1000, metadata={"unit": "ms"})
     # --- end POP ---
+    # --- gRPC proxy in the broker's process (RocketMQ 5 clients, "local mode") ---
+    #: Serve ``apache.rocketmq.v2.MessagingService`` in this process (RocketMQ's ``mqbroker --enable-proxy``).
+    enable_grpc_proxy: bool = False
+    #: The gRPC port; 0 picks a free one (the start logs ``proxy_started`` with the address).
+    grpc_server_port: int = 8081
+    #: A ``rmq-proxy`` properties file with the proxy's other settings (its name servers and port are the broker's).
+    proxy_config_file: str = ""
+    # --- end gRPC proxy ---
     # --- metrics ---
     #: Port of the Prometheus ``/metrics`` endpoint (``--metrics-port``); None: no metrics at all.
     metrics_port: int | None = None

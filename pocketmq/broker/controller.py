@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 
 from pocketmq.broker import disk_status, master_services
-from pocketmq.broker.acl import PlainAclService
 from pocketmq.broker.address_file import remove_address, write_address
 from pocketmq.broker.client_manager import ClientManager
 from pocketmq.broker.config import BrokerConfig, BrokerRole, ha_address_host
@@ -81,11 +80,13 @@ from pocketmq.common.service import Service, on_demand, periodic
 from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.ha.client import HAClient
 from pocketmq.ha.service import HAService
+from pocketmq.proxy.server import ProxyServer, start_local_proxy
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
 from pocketmq.remoting.metrics import Metrics, MetricsServer
+from pocketmq.remoting.plain_acl import PlainAclService
 from pocketmq.remoting.server import RemotingServer, ServerConfig
 from pocketmq.store.message_store import MessageStore
 
@@ -143,6 +144,7 @@ class BrokerController(ControllerModeBroker):
         #: timer messages (masters only)
         self.timer: TimerMessageService | None = None
         self.acl: PlainAclService | None = None
+        self.proxy: ProxyServer | None = None
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
@@ -253,6 +255,10 @@ class BrokerController(ControllerModeBroker):
         if self.transaction_check is not None:
             self._services.add_child(self.transaction_check)
         self._services.start()
+        if self.config.enable_grpc_proxy:  # the gRPC endpoint in this process, a cluster client like rmq-proxy
+            self.proxy = await start_local_proxy(self.config.namesrv_addr or "", self.config.listen_host,
+                                                 self.config.grpc_server_port, self.config.proxy_config_file,
+                                                 self.metrics)
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name,
                  build=compiled.ACTIVE)
 
@@ -345,6 +351,8 @@ class BrokerController(ControllerModeBroker):
             return
         self._running = False
         await self._stop_controller_mode()
+        if self.proxy is not None:
+            await self.proxy.stop()
         await self._services.stop()
         await self.server.stop(grace=grace)
         if self.pop is not None:  # what changed since the last snapshot / checkpoint (an idle broker writes nothing)

@@ -34,7 +34,7 @@ Decisions, and why:
   may be lost (``tail_recovery_incomplete``): the slave is then cut back to the master's log when it
   reconnects, as before this step (:mod:`pocketmq.ha.client`), so the two never disagree at an offset.
 * **A slave behind** the recovered end has nothing to give: normal catch-up follows.
-* **ACL.** The answer is every topic's bytes, so the code is admin-only (``broker.acl.permission``); like
+* **ACL.** The answer is every topic's bytes, so the code is admin-only (``remoting.plain_acl.permission``); like
   the slave's copying of its master's metadata, the broker's own requests are not signed, so with
   ``aclEnable`` the brokers' addresses belong in ``globalWhiteRemoteAddresses``.
 """

@@ -10,8 +10,12 @@ JSON form (fastjson's: keys in alphabetical order), the same in ``topics.json`` 
 
 Reading is tolerant (:mod:`pocketmq.common.fields`): ``topicSynFlag`` (the spelling before 4.9.0, still the Go
 client's), ``topicFilterType`` as a name or an ordinal, numbers as strings, a missing ``topicName`` taken
-from the table key; 5.x's extra fields (``attributes``) are ignored. A value that cannot be read raises
-:class:`~pocketmq.common.errors.FieldFormatError`.
+from the table key. A value that cannot be read raises :class:`~pocketmq.common.errors.FieldFormatError`.
+
+RocketMQ 5's ``attributes`` (``{"message.type":"FIFO"}``) are kept; only ``message.type`` is known
+(:data:`TOPIC_ATTRIBUTES`), set with UPDATE_AND_CREATE_TOPIC's ``attributes`` header (``+message.type=FIFO``, ``-key``
+to remove: :func:`apply_attribute_changes`). The JSON carries ``attributes`` only when a topic has some, so 4.x
+readers see the 4.x form.
 
 The compact line of a compressed REGISTER_BROKER body (Java's ``TopicConfig.encode``) is
 ``"name read write perm filterType"``; it carries neither ``topicSysFlag`` nor ``order``.
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pocketmq.common.errors import FieldFormatError
@@ -107,9 +111,12 @@ class TopicConfig:
     topic_filter_type: str = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
+        head = {"attributes": dict(sorted(self.attributes.items()))} if self.attributes else {}
         return {
+            **head,
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -131,6 +138,8 @@ class TopicConfig:
             topic_filter_type=TopicFilterType.parse(d.get("topicFilterType")),
             topic_sys_flag=as_int(pick(d, "topicSysFlag", "topicSynFlag"), "topicConfig.topicSysFlag", 0),
             order=as_bool(d.get("order"), "topicConfig.order"),
+            attributes={str(k): str(v)
+                        for k, v in as_dict(d.get("attributes") or {}, "topicConfig.attributes").items()},
         )
 
     def encode_compact(self) -> str:
@@ -155,3 +164,32 @@ class TopicConfig:
             perm=as_int(fields[3], "topic perm"),
             topic_filter_type=TopicFilterType.parse(fields[4]),
         )
+
+
+TOPIC_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "message.type": frozenset({"UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}),
+}
+"""Topic attributes a broker accepts and their values (RocketMQ 5's ``TopicAttributes``; NORMAL when unset)."""
+
+
+def apply_attribute_changes(current: Mapping[str, str], changes: str | None) -> dict[str, str]:
+    """``current`` with RocketMQ's ``AttributeParser`` changes applied: ``+key=value`` sets, ``-key`` removes, items
+    comma-separated. Raises :class:`~pocketmq.common.errors.FieldFormatError` for an unknown key or value."""
+    result = dict(current)
+    for item in (changes or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        sign, body = item[0], item[1:]
+        key, sep, value = body.partition("=")
+        if sign not in "+-" or not key or (sign == "+") != bool(sep):
+            raise FieldFormatError(f"attribute {item!r}: expected +key=value or -key")
+        if key not in TOPIC_ATTRIBUTES:
+            raise FieldFormatError(f"unsupported key: {key}")
+        if sign == "-":
+            result.pop(key, None)
+        elif value not in TOPIC_ATTRIBUTES[key]:
+            raise FieldFormatError(f"value {value!r} of {key} is not one of {', '.join(sorted(TOPIC_ATTRIBUTES[key]))}")
+        else:
+            result[key] = value
+    return result

@@ -129,3 +129,10 @@ class GetBrokerAclConfigResponseHeader(CommandHeader):
     broker_addr: str
     cluster_name: str
     all_acl_file_version: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GetSubscriptionGroupConfigRequestHeader(CommandHeader):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352): one group's ``SubscriptionGroupConfig`` (RocketMQ 5)."""
+
+    group: str

@@ -195,6 +195,9 @@ class RequestCode(IntEnum):
     POLLING_INFO = 200055
     BATCH_ACK_MESSAGE = 200151
     # --- end RocketMQ 5 POP ---
+    # --- RocketMQ 5 proxy (reads one consumer group's settings) ---
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352
+    # --- end RocketMQ 5 proxy ---
     #: RocketMQ 5's batch topic creation: empty header, body ``{"topicConfigList":[TopicConfig JSON, ...]}``.
     UPDATE_AND_CREATE_TOPIC_LIST = 18
     #: RocketMQ 5's timer-wheel backlog (``TimerMetricsSerializeWrapper``: ``timingCount`` per topic); the console

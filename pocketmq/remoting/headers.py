@@ -330,6 +330,8 @@ class CreateTopicRequestHeader(CommandHeader):
     topic_filter_type: str
     topic_sys_flag: int | None = None
     order: bool = False
+    #: RocketMQ 5: ``+message.type=FIFO``-style changes of the topic's attributes.
+    attributes: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

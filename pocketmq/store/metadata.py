@@ -300,6 +300,8 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: RocketMQ 5: the group consumes in order (FIFO message groups; 5.x clients learn it from the proxy).
+    consume_message_orderly: bool = False
 
     _FIELDS: ClassVar[tuple[tuple[str, str, type], ...]] = (
         ("group_name", "groupName", str), ("consume_enable", "consumeEnable", bool),
@@ -308,11 +310,13 @@ class SubscriptionGroupConfig:
         ("retry_queue_nums", "retryQueueNums", int), ("retry_max_times", "retryMaxTimes", int),
         ("broker_id", "brokerId", int), ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly", int),
         ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable", bool),
+        ("consume_message_orderly", "consumeMessageOrderly", bool),
     )
 
     def to_json(self) -> dict[str, Any]:
-        """fastjson form (sorted keys)."""
-        return dict(sorted((name, getattr(self, attr)) for attr, name, _t in self._FIELDS))
+        """fastjson form (sorted keys); ``consumeMessageOrderly`` only when set, so 4.x readers see the 4.x form."""
+        return dict(sorted((name, getattr(self, attr)) for attr, name, _t in self._FIELDS
+                           if attr != "consume_message_orderly" or self.consume_message_orderly))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SubscriptionGroupConfig:

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from pocketmq.admin.api import AdminClient, AdminError
-from pocketmq.broker.acl import AclConfigError
 from pocketmq.broker.controller import BrokerController
 from pocketmq.client import Message, Producer, PushConsumer, SessionCredentials
 from pocketmq.namesrv.controller import NamesrvController
@@ -26,6 +25,7 @@ from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.remoting.plain_acl import AclConfigError
 from tests.client.consumer.consumer_support import FAST, Recorder, instance_name
 from tests.cluster import start_broker, start_namesrv
 from tests.helpers import eventually

@@ -1,11 +1,11 @@
-"""plain_acl.yml parsing, address patterns and permission rules (broker.acl.config, pocketmq.broker.acl.permission)."""
+"""plain_acl.yml parsing, address patterns and permission rules (pocketmq.remoting.plain_acl)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pocketmq.broker.acl.config import AclConfigError, AddressMatcher, load_plain_acl
-from pocketmq.broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
+from pocketmq.remoting.plain_acl.config import AclConfigError, AddressMatcher, load_plain_acl
+from pocketmq.remoting.plain_acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
 
 # RocketMQ 4.9.7's distribution/conf/plain_acl.yml, as shipped.
 SAMPLE = """
@@ -118,9 +118,9 @@ def test_shipped_sample_parses_and_whitelists_nothing() -> None:
      b'{"consumerDataSet": [{"groupName": "G", "subscriptionDataSet": [{"topic": "T"}, 3]}]}', b"[]", b"null"],
 )
 def test_odd_heartbeat_bodies_name_what_they_can(body: bytes) -> None:
-    from pocketmq.broker.acl.permission import required_resources
     from pocketmq.remoting.codes import RequestCode
     from pocketmq.remoting.command import RemotingCommand
+    from pocketmq.remoting.plain_acl.permission import required_resources
 
     needs = required_resources(RemotingCommand.request(RequestCode.HEART_BEAT, None, body))
     assert needs in ({}, {"%RETRY%G": SUB, "T": SUB})

@@ -1,5 +1,5 @@
 """Which ACL file a broker enforces when ``plainAclFile`` is not set: ``$ROCKETMQ_HOME/conf/plain_acl.yml``, then
-``./conf/plain_acl.yml``; the start says which, and refuses when there is none (pocketmq.broker.acl.service)."""
+``./conf/plain_acl.yml``; the start says which, and refuses when there is none (pocketmq.remoting.plain_acl.service)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from pocketmq.broker.acl import AclConfigError
-from pocketmq.broker.acl.service import find_acl_file
 from pocketmq.common.logs import Event
 from pocketmq.namesrv.controller import NamesrvController
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import ResponseCode
+from pocketmq.remoting.plain_acl import AclConfigError
+from pocketmq.remoting.plain_acl.service import find_acl_file
 from tests.acl.test_acl_broker import ACL, send_request
 from tests.cluster import start_broker, start_namesrv
 from tests.procs import ROOT
@@ -82,7 +82,7 @@ async def test_a_broker_enforces_rocketmq_home_and_says_so(tmp_path: Path, names
     _acl_file(cwd, WHITELIST_ALL)
     monkeypatch.setenv("ROCKETMQ_HOME", str(home))
     monkeypatch.chdir(cwd)
-    caplog.set_level(logging.INFO, logger="pocketmq.broker.acl")
+    caplog.set_level(logging.INFO, logger="pocketmq.remoting.plain_acl")
     broker = await start_broker(tmp_path, "broker-home", namesrv.addr, {"aclEnable": "true"})
     client = RemotingClient()
     try:

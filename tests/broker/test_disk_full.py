@@ -256,7 +256,9 @@ async def test_a_slave_whose_disk_fills_stops_replicating_cleanly_and_catches_up
         await asyncio.sleep(2.5)  # two more retries of the slave's wait: still stuck, not said again
         assert slave_store.max_phy_offset == stuck_at and slave.ha_client.connected
         assert link_log.count("slave_store_cannot_reserve_replication_paused") == 1
-        assert file_log.count("mapped_file_reservation_failed") == 1
+        # once per allocator that hit the full disk (the commit log's, and the consume queues' when a dispatch
+        # reached a new window first), never again while it lasts
+        assert 1 <= file_log.count("mapped_file_reservation_failed") <= 2
         assert _written(slave) == _written(master)[:stuck_at]  # nothing torn, nothing past what was reserved
         await check_all_readable(client, master.addr, acked, "SlaveFull")
 

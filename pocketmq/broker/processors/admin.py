@@ -18,7 +18,7 @@ from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.common.errors import FieldFormatError
 from pocketmq.common.record import SIZE_AND_MAGIC
 from pocketmq.common.topic import validate_topic
-from pocketmq.common.topic_config import TopicConfig
+from pocketmq.common.topic_config import TopicConfig, apply_attribute_changes
 from pocketmq.remoting import route as rd
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
@@ -83,8 +83,13 @@ class AdminBrokerProcessor:
             return req.response(ResponseCode.SYSTEM_ERROR, remark)
         if h.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
             return req.response(ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {h.topic_filter_type!r}")
+        existing = self.topics.get(h.topic)
+        try:
+            attributes = apply_attribute_changes(existing.attributes if existing is not None else {}, h.attributes)
+        except FieldFormatError as exc:
+            return req.response(ResponseCode.SYSTEM_ERROR, str(exc))
         config = TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
-                                h.topic_sys_flag or 0, h.order)
+                             h.topic_sys_flag or 0, h.order, attributes)
         problem = topic_config_problem(config)
         if problem is not None:
             return req.response(ResponseCode.SYSTEM_ERROR, problem)

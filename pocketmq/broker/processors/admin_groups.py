@@ -1,4 +1,5 @@
-"""Subscription groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) and DELETE_SUBSCRIPTIONGROUP (207).
+"""Subscription groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), DELETE_SUBSCRIPTIONGROUP (207) and
+GET_SUBSCRIPTIONGROUP_CONFIG (352, one group, as RocketMQ 5's proxy reads it).
 
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201, ``SubscriptionGroupWrapper``) is served by
 :class:`~pocketmq.broker.processors.consumer_manage.ConsumerManageProcessor` (slaves copy it too). The table is
@@ -15,7 +16,10 @@ from pocketmq.common.errors import FieldFormatError
 from pocketmq.common.logs import get_logger
 from pocketmq.common.topic import validate_topic
 from pocketmq.remoting import route as rd
-from pocketmq.remoting.admin_headers import DeleteSubscriptionGroupRequestHeader
+from pocketmq.remoting.admin_headers import (
+    DeleteSubscriptionGroupRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+)
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection, Handler
@@ -59,7 +63,19 @@ class AdminGroupsProcessor:
         return {
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_group,
         }
+
+    def get_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """GET_SUBSCRIPTIONGROUP_CONFIG (352): the group's config as JSON, SUBSCRIPTION_GROUP_NOT_EXIST if none."""
+        h = GetSubscriptionGroupConfigRequestHeader.from_command(req)
+        config = self.groups.table.get(h.group)
+        if config is None:
+            return req.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"The consumer group {h.group} does not exist")
+        resp = req.response(ResponseCode.SUCCESS)
+        resp.body = rd.encode_body(config.to_json(), req.serialize_type)
+        return resp
 
     async def update_group(self, req: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:

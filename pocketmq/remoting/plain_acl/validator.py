@@ -4,7 +4,7 @@ In order, as RocketMQ checks: a client whose IP matches ``globalWhiteRemoteAddre
 request must carry an ``AccessKey`` of a configured account; a client matching that account's
 ``whiteRemoteAddress`` is allowed without a signature; otherwise the ``Signature`` must be the HmacSHA1 of the
 request (:mod:`remoting.acl`, compared in constant time); a PUB to the trace topic is allowed; an admin-only code
-needs ``admin: true``; and every resource the request names (:func:`~pocketmq.broker.acl.permission.required_resources`)
+needs ``admin: true``; and every resource the request names (:func:`~.permission.required_resources`)
 must be allowed by the account's ``topicPerms``/``groupPerms`` or its default permission.
 
 A denial is NO_PERMISSION (16) with RocketMQ's message as the remark (RocketMQ 4.9 answers SYSTEM_ERROR with
@@ -16,15 +16,22 @@ from __future__ import annotations
 
 import hmac
 
-from pocketmq.broker.acl.config import Account, PlainAclConfig
-from pocketmq.broker.acl.permission import ADMIN_CODES, PUB, check_permission, describe, is_group, required_resources
 from pocketmq.common.logs import get_logger
 from pocketmq.remoting.acl import ACCESS_KEY, SERVER_EXCLUDED, SIGNATURE, calculate_signature, signature_content
 from pocketmq.remoting.codes import ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection
+from pocketmq.remoting.plain_acl.config import Account, PlainAclConfig
+from pocketmq.remoting.plain_acl.permission import (
+    ADMIN_CODES,
+    PUB,
+    check_permission,
+    describe,
+    is_group,
+    required_resources,
+)
 
-log = get_logger("pocketmq.broker.acl")
+log = get_logger("pocketmq.remoting.plain_acl")
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 #: Distinct (client, key, reason) denials remembered for logging once; the set is cleared when it is full.
@@ -46,7 +53,7 @@ def client_ip(remote_addr: str) -> str:
 
 
 class PlainAccessValidator:
-    """Checks requests against the current :class:`~pocketmq.broker.acl.config.PlainAclConfig` (swapped on reload)."""
+    """Checks requests against the current :class:`~.config.PlainAclConfig` (swapped on reload)."""
 
     def __init__(self, config: PlainAclConfig) -> None:
         self.config = config
@@ -76,7 +83,7 @@ class PlainAccessValidator:
             raise AclDenied(f"cannot read the request to check its permissions: {exc}") from None
         if needs.get(TRACE_TOPIC) == PUB:
             return
-        _check_perms(request.code, needs, account)
+        check_perms(request.code, needs, account)
 
     def check(self, request: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         """The remoting server's pre-dispatch hook: None to go on, or the NO_PERMISSION answer."""
@@ -97,8 +104,9 @@ class PlainAccessValidator:
         log.warning("acl_denied", client=remote_addr, access_key=key[1], code=request.code, reason=reason)
 
 
-def _check_perms(code: int, needs: dict[str, int], account: Account) -> None:
-    """``PlainPermissionManager.checkPerm``."""
+def check_perms(code: int, needs: dict[str, int], account: Account) -> None:
+    """``PlainPermissionManager.checkPerm``: AclDenied unless ``account`` may use every resource of ``needs`` (and
+    ``code``, when it is an admin-only code). The proxy checks gRPC calls with it too."""
     if code in ADMIN_CODES and not account.admin:
         raise AclDenied(f"Need admin permission for request code={code}, but accessKey={account.access_key} is not")
     if not needs or (not account.perms and account.admin):

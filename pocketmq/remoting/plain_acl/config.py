@@ -30,9 +30,9 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
-from pocketmq.broker.acl.permission import DENY, is_valid_perm, parse_perm
 from pocketmq.common.config import ConfigError
 from pocketmq.common.topic import retry_topic
+from pocketmq.remoting.plain_acl.permission import DENY, is_valid_perm, parse_perm
 
 KEY_MIN_LENGTH = 6
 """Access and secret keys must be longer than this (RocketMQ's ACCESS_KEY_MIN_LENGTH/SECRET_KEY_MIN_LENGTH)."""

@@ -20,12 +20,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pocketmq.broker.acl.config import AclConfigError, PlainAclConfig, load_plain_acl
-from pocketmq.broker.acl.validator import PlainAccessValidator
 from pocketmq.common.logs import get_logger
 from pocketmq.common.service import PeriodicService, periodic
+from pocketmq.remoting.plain_acl.config import AclConfigError, PlainAclConfig, load_plain_acl
+from pocketmq.remoting.plain_acl.validator import PlainAccessValidator
 
-log = get_logger("pocketmq.broker.acl")
+log = get_logger("pocketmq.remoting.plain_acl")
 
 RELOAD_INTERVAL = 1.0
 ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
@@ -84,7 +84,7 @@ class PlainAclService:
         self.validator = PlainAccessValidator(PlainAclConfig())
         self._stamp: tuple[int, int] | None = None
         self.reloads = 0
-        self.reloader: PeriodicService = periodic("broker-acl-reload", reload_interval, self.reload_if_changed)
+        self.reloader: PeriodicService = periodic("acl-reload", reload_interval, self.reload_if_changed)
 
     async def load(self) -> None:
         """Find the file and load it; raises AclConfigError when there is none or it is invalid."""

@@ -1,0 +1,71 @@
+"""Shared pieces of the gRPC proxy tests: an in-process cluster (name server, brokers) with a proxy in the test's
+loop, topics with a ``message.type``, FIFO consumer groups, and the official client's scenarios."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pocketmq.admin import api_ops
+from pocketmq.admin.api import AdminClient
+from pocketmq.proxy.config import ProxyConfig
+from pocketmq.proxy.server import ProxyServer
+from tests.client.consumer.consumer_support import Cluster, cluster
+from tests.grpc import official
+
+#: Brokers that revive fast and check transactions back within a second or two.
+BROKER_PROPS = {"reviveInterval": "100", "transactionCheckInterval": "1000", "transactionTimeOut": "1000",
+                "enablePropertyFilter": "true"}
+_homes = itertools.count()
+
+
+@dataclass
+class ProxyCluster:
+    cluster: Cluster
+    proxy: ProxyServer
+    tmp: Path
+
+    @property
+    def endpoints(self) -> str:
+        return self.proxy.addr
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.cluster.namesrv_addr
+
+    async def client(self, scenario: str, timeout: float = 60.0, **args: Any) -> dict[str, Any]:
+        """One scenario of the official client against this proxy."""
+        args.setdefault("endpoints", self.endpoints)
+        home = self.tmp / f"client-{next(_homes)}"
+        return await official.run(scenario, args, home=home, timeout=timeout)
+
+    async def topic(self, name: str, message_type: str = "NORMAL", queues: int = 4) -> None:
+        await create_topic(self.namesrv_addr, name, message_type, queues)
+
+    async def fifo_group(self, group: str) -> None:
+        admin = AdminClient([self.namesrv_addr])
+        await api_ops.update_sub_group(admin, {"groupName": group, "consumeMessageOrderly": True},
+                                       await admin.master_addrs())
+
+
+async def create_topic(namesrv: str, name: str, message_type: str = "NORMAL", queues: int = 4) -> None:
+    """UPDATE_AND_CREATE_TOPIC with ``+message.type=<type>`` on every master (routed when it returns)."""
+    admin = AdminClient([namesrv])
+    await admin.update_topic(name, read_queues=queues, write_queues=queues, attributes=f"+message.type={message_type}")
+
+
+@contextlib.asynccontextmanager
+async def proxy_cluster(tmp: Path, brokers: Sequence[str] = ("broker-a",), props: dict[str, str] | None = None,
+                        **proxy: Any) -> AsyncIterator[ProxyCluster]:
+    async with cluster(tmp, brokers, {**BROKER_PROPS, **(props or {})}) as c:
+        server = ProxyServer(ProxyConfig(namesrv_addr=c.namesrv_addr, grpc_server_host="127.0.0.1",
+                                         grpc_server_port=0, **proxy))
+        await server.start()
+        try:
+            yield ProxyCluster(c, server, tmp)
+        finally:
+            await server.stop()

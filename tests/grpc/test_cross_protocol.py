@@ -1,0 +1,141 @@
+"""Both protocols on one cluster: PocketMQ's SDK over remoting and the official RocketMQ 5 client over gRPC read
+each other's messages (ids, tags, keys, user properties, born time and host survive both ways); the broker's
+in-process endpoint ("local mode") serves the same client; with ``aclEnable`` the proxy checks the 5.x client's
+``authorization`` against the brokers' plain_acl.yml."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pocketmq.client import Message, Producer
+from pocketmq.common.consumer import ConsumeFromWhere
+from pocketmq.proxy.config import ProxyConfig
+from pocketmq.proxy.server import ProxyServer
+from tests.client.consumer.consumer_support import Recorder, cluster, instance_name, push_consumer
+from tests.grpc import official
+from tests.grpc.support import BROKER_PROPS, ProxyCluster, create_topic, proxy_cluster
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def pc(tmp_path: Path) -> AsyncIterator[ProxyCluster]:
+    async with proxy_cluster(tmp_path, ("broker-a", "broker-b"),
+                             grpc_client_consumer_min_long_polling_timeout_millis=500) as running:
+        yield running
+
+
+async def test_remoting_producer_to_official_consumer(pc: ProxyCluster) -> None:
+    await pc.topic("TCrossIn")
+    sent = {}
+    async with Producer("CrossPG", namesrv_addr=pc.namesrv_addr, instance_name=instance_name("p")) as producer:
+        for i in range(5):
+            result = await producer.send(Message("TCrossIn", f"body-{i}".encode(), tags="TagR", keys=[f"k{i}", "x"],
+                                                 properties={"origin": "remoting"}))
+            sent[result.msg_id] = i
+    got = await pc.client("simple", topic="TCrossIn", group="GCrossIn", want=5, timeout_s=40, await_s=1)
+    assert {m["message_id"] for m in got["received"]} == set(sent)
+    for m in got["received"]:
+        i = sent[m["message_id"]]
+        assert m["body"] == f"body-{i}" and m["tag"] == "TagR" and m["keys"] == sorted([f"k{i}", "x"])
+        assert m["properties"] == {"origin": "remoting"}
+        assert m["born_host"].startswith("127.0.0.1:") and m["born_ms"] > 0
+
+
+async def test_official_producer_to_remoting_consumer(pc: ProxyCluster) -> None:
+    await pc.topic("TCrossOut")
+    sent = await pc.client("produce", topic="TCrossOut", count=5, tag="TagG", keys="key",
+                           properties={"origin": "grpc"})
+    by_id = {s["message_id"]: s for s in sent["sent"]}
+    recorder = Recorder()
+    consumer = push_consumer(pc.cluster, "GCrossOut", "TCrossOut", recorder,
+                             consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    await consumer.start()
+    try:
+        await eventually(lambda: len(recorder.got) >= 5, timeout=30, message="5 messages over remoting")
+    finally:
+        await consumer.shutdown()
+    got = {msg.uniq_key or "": msg for msg in recorder.got}
+    assert set(got) == set(by_id)
+    for uniq, msg in got.items():
+        i = by_id[uniq]["i"]
+        assert msg.body == f"body-{i}".encode() and msg.tags == "TagG" and msg.key_list == [f"key-{i}"]
+        assert msg.properties["origin"] == "grpc"
+        # Born time is the client's (whole seconds), the client's host rides in __BORNHOST as RocketMQ 5 has it.
+        assert msg.born_timestamp // 1000 == by_id[uniq]["sent_ms"] // 1000
+        assert msg.properties["__BORNHOST"]
+
+
+async def test_local_mode_broker_serves_the_official_client(tmp_path: Path) -> None:
+    props = {**BROKER_PROPS, "enableGrpcProxy": "true", "grpcServerPort": "0"}
+    async with cluster(tmp_path, ("broker-a",), props) as c:
+        proxy = c.brokers["broker-a"].proxy
+        assert proxy is not None
+        await create_topic(c.namesrv_addr, "TLocal")
+        await create_topic(c.namesrv_addr, "TLocalTx", "TRANSACTION")
+        local = ProxyCluster(c, proxy, tmp_path)
+        sent = await local.client("produce", topic="TLocal", count=4)
+        tx = await local.client("produce", topic="TLocalTx", count=1, kind="tx", commit=False, wait_check_s=30)
+        assert tx["checked"] == [tx["sent"][0]["message_id"]]
+        got = await local.client("push", topic="TLocal", group="GLocal", want=4, timeout_s=40, quiet_s=1)
+        assert sorted(m["message_id"] for m in got["received"]) == sorted(s["message_id"] for s in sent["sent"])
+
+
+async def test_tls_when_configured(tmp_path: Path) -> None:
+    cert, key = tmp_path / "proxy.crt", tmp_path / "proxy.key"
+    done = await asyncio.create_subprocess_exec(
+        "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    assert await done.wait() == 0
+    async with proxy_cluster(tmp_path, tls_cert_path=str(cert), tls_key_path=str(key)) as pc:
+        await pc.topic("TTls")
+        home = tmp_path / "tls-client"
+        # The client trusts the proxy's certificate through gRPC's root store override.
+        sent = await official.run("produce", {"endpoints": pc.endpoints, "topic": "TTls", "count": 2, "tls": True},
+                                  home=home, env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(cert)})
+        assert not sent["errors"] and len(sent["sent"]) == 2
+        plain = await pc.client("produce", topic="TTls", count=1, request_timeout=1)
+        assert not plain["sent"]  # a plaintext client gets nowhere
+
+
+ACL_FILE = """\
+accounts:
+  - accessKey: RocketMQ5
+    secretKey: 12345678
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: [TAcl=PUB|SUB]
+"""
+
+
+async def test_acl_checks_the_official_clients_signature_and_permissions(tmp_path: Path) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_FILE)
+    async with cluster(tmp_path, ("broker-a",), dict(BROKER_PROPS)) as c:
+        await create_topic(c.namesrv_addr, "TAcl")
+        await create_topic(c.namesrv_addr, "TAclDenied")
+        proxy = ProxyServer(ProxyConfig(namesrv_addr=c.namesrv_addr, grpc_server_host="127.0.0.1", grpc_server_port=0,
+                                        acl_enable=True, plain_acl_file=str(acl)))
+        await proxy.start()
+        try:
+            pc = ProxyCluster(c, proxy, tmp_path)
+            ok = await pc.client("produce", topic="TAcl", count=2, ak="RocketMQ5", sk="12345678")
+            assert not ok["errors"] and len(ok["sent"]) == 2
+            wrong = await pc.client("produce", topic="TAcl", count=1, ak="RocketMQ5", sk="wrong-secret")
+            assert not wrong["sent"] and "route" in wrong["errors"][0]["error"]  # QueryRoute itself was refused
+            denied = await pc.client("produce", topic="TAclDenied", count=1, ak="RocketMQ5", sk="12345678")
+            assert not denied["sent"] and denied["errors"]
+            refused = proxy.metrics.render().decode()
+            assert 'code="UNAUTHORIZED",method="QueryRoute"' in refused  # both were refused by the proxy's ACL
+            got = await pc.client("simple", topic="TAcl", group="GAcl", want=2, timeout_s=30, await_s=3,
+                                  ak="RocketMQ5", sk="12345678")
+            assert len([m for m in got["received"] if m["acked"]]) == 2
+        finally:
+            await proxy.stop()
+        await asyncio.sleep(0)
