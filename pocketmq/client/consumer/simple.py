@@ -109,20 +109,23 @@ class PopReceiver:
 
     async def _any_has_message(self, targets: Sequence[tuple[SubscriptionData, str]], poll_ms: int) -> bool:
         """NOTIFICATION long polls on every target at once: True as soon as one has something."""
-        waits = {asyncio.ensure_future(self.api.notification(broker, sub.topic, poll_ms=poll_ms, order=self.fifo))
-                 for sub, broker in targets}
+        tasks = [asyncio.ensure_future(self.api.notification(broker, sub.topic, poll_ms=poll_ms, order=self.fifo))
+                 for sub, broker in targets]
+        waits = set(tasks)
         try:
             while waits:
                 done, waits = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    if not task.cancelled() and task.exception() is None and task.result():
-                        return True
+                if any(not t.cancelled() and t.exception() is None and t.result() for t in done):
+                    return True
             return False
         finally:
             for task in waits:
                 task.cancel()
             if waits:
                 await asyncio.wait(waits)
+            for task in tasks:  # a failed long poll (a broker down, a slave) only means "nothing there yet"
+                if not task.cancelled():
+                    task.exception()
 
 
 class SimpleConsumer(ClientMember):
