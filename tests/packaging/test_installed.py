@@ -31,7 +31,7 @@ from tests.procs import TEST_STORE_PROPERTIES, Proc, wait_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ("rmq-namesrv", "rmq-broker", "rmq-cluster", "rmq-admin", "rmq-analytics", "rmq-bench", "rmq-chaos",
-           "rmq-proxy", "rmq-console")
+           "rmq-proxy", "rmq-controller", "rmq-console")
 #: Environment variables that would point a process back at the checkout or change the build under test.
 DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "POCKETMQ_PURE_PYTHON",
                "POCKETMQ_REQUIRE_COMPILED")
