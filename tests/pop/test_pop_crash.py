@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pocketmq.broker.pop.records import pop_state_topic
+from pocketmq.remoting.codes import RequestCode, ResponseCode
 from tests.cluster import start_namesrv
 from tests.helpers import eventually
 from tests.pop.java_pop import (
@@ -67,6 +69,18 @@ async def collect(client: RawClient, want: int, timeout: float) -> list[Popped]:
     return got
 
 
+async def state_records(client: RawClient) -> int:
+    """Records in the broker's POP state topic (one per snapshot)."""
+    fields = {"topic": pop_state_topic("DefaultCluster"), "queueId": "0"}
+    answer = await client.request(RequestCode.GET_MAX_OFFSET, fields)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return int(answer.ext["offset"])
+
+
+async def _more(client: RawClient, than: int) -> bool:
+    return await state_records(client) > than
+
+
 @pytest.mark.parametrize("snapshot_ms", ["200", "600000"], ids=["snapshot", "replay-all"])
 async def test_sigkill_with_messages_in_flight(tmp_path: Path, snapshot_ms: str) -> None:
     props = {"reviveInterval": "100", "popStateSnapshotInterval": snapshot_ms, "flushConsumerOffsetInterval": "600000"}
@@ -84,7 +98,9 @@ async def test_sigkill_with_messages_in_flight(tmp_path: Path, snapshot_ms: str)
             assert (await client.request(ACK_MESSAGE, ack_fields(GROUP, TOPIC, m))).code == 0
         changed = messages[1]
         assert (await client.request(CHANGE_INVISIBLE, change_fields(GROUP, TOPIC, changed, 6000))).code == 0
-        await asyncio.sleep(0.5)  # a snapshot (when they are frequent) covers what came before, not what follows
+        if snapshot_ms == "200":  # a snapshot covers what came before, not what follows
+            written = await state_records(client)
+            await eventually(lambda: _more(client, written), message="a state snapshot written")
         for m in acked[5:]:
             assert (await client.request(ACK_MESSAGE, ack_fields(GROUP, TOPIC, m))).code == 0
         procs[0].kill()
