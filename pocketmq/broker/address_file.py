@@ -4,7 +4,8 @@ A tool that finds a store locked (``lock``: a broker runs on it) reads this file
 files hold, instead of trusting the checkpoint, which lags the flushed data by up to a second
 (``rmq-admin export``). The broker writes it once it serves requests and removes it when it stops; after a
 crash it stays behind, but then nobody holds the lock and no tool reads it. RocketMQ does not write it; a
-RocketMQ broker's store simply has none.
+RocketMQ broker's store simply has none. A disk too full to take the file does not stop a broker: the record is
+only a shortcut, and without it the tools fall back to the checkpoint.
 """
 
 from __future__ import annotations
@@ -18,9 +19,20 @@ from pocketmq.common.files import write_atomically
 ADDRESS_FILE = "broker.addr"
 
 
-def write_address(store_root: str | Path, addr: str) -> None:
-    """Record ``addr`` (``host:port``) in the store. Blocking: run it in a thread from async code."""
-    write_atomically(Path(store_root) / ADDRESS_FILE, f"{addr}\n".encode())
+def write_address(store_root: str | Path, addr: str) -> OSError | None:
+    """Record ``addr`` (``host:port``) in the store; the error, when the disk would not take it.
+
+    On failure an earlier run's record is removed (a removal needs no space), so no tool asks a dead address.
+    Blocking: run it in a thread from async code.
+    """
+    path = Path(store_root) / ADDRESS_FILE
+    try:
+        write_atomically(path, f"{addr}\n".encode())
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return exc
+    return None
 
 
 def remove_address(store_root: str | Path, addr: str) -> None:

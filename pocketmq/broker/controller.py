@@ -37,6 +37,7 @@ from pocketmq.broker.long_polling import PullRequestHoldService
 from pocketmq.broker.metadata import (
     ConsumerOffsetManager,
     DelayOffsets,
+    OffsetFiles,
     SubscriptionGroupManager,
     config_path,
     load_topics,
@@ -135,6 +136,7 @@ class BrokerController(ControllerModeBroker):
         self.groups = SubscriptionGroupManager(config_path(config_dir, "subscriptionGroup.json"),
                                                auto_create=config.auto_create_subscription_group)
         self.delay_offsets = DelayOffsets(config_path(config_dir, "delayOffset.json"))
+        self._offset_files = OffsetFiles(log, self.offsets, self.delay_offsets)
         self.hold = PullRequestHoldService()
         self.filters = ConsumerFilterManager()
         self.pop_hold = PopLongPollingService(max_total=config.max_pop_polling_size,
@@ -240,7 +242,9 @@ class BrokerController(ControllerModeBroker):
         await self._start_master_services(self.store)
         self._register_processors(self.store)
         await self.server.start_serving()
-        await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
+        failed = await asyncio.to_thread(write_address, store_config.store_path_root_dir, self.addr)
+        if failed is not None:  # a full disk: serve anyway, reads and the disk report matter most then
+            log.warning("broker_address_not_recorded", store=store_config.store_path_root_dir, error=str(failed))
         if self.metrics is not None:
             self.metrics_server = MetricsServer(self.metrics, self.config.listen_host, self.config.metrics_port or 0)
             await self.metrics_server.start()
@@ -536,12 +540,7 @@ class BrokerController(ControllerModeBroker):
     def _persist_metadata(self, force: bool = False) -> None:
         """Blocking: write the changed consumer and delay offset files (run in a thread every
         ``flushConsumerOffsetInterval``, 5 s, and at stop; topics and groups have their journals)."""
-        if force or self.offsets.dirty:
-            self.offsets.dirty = False
-            self.offsets.persist()
-        if force or self.delay_offsets.dirty:
-            self.delay_offsets.dirty = False
-            self.delay_offsets.persist()
+        self._offset_files.persist(force)
 
     # -- metrics ------------------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from pocketmq.broker.config_journal import JOURNAL_SUFFIX, OLD_SUFFIX, ConfigJournal, replay
 from pocketmq.common.topic_config import DataVersion, TopicConfig
@@ -175,6 +176,36 @@ class DelayOffsets(DelayOffsetTable):
         if self.offset_table.get(level) != offset:
             self.offset_table[level] = offset
             self.dirty = True
+
+
+class OffsetFiles:
+    """Writes the changed offset tables. A file the disk will not take (full) stays changed for the next round,
+    and the others are still written: the failure is logged once, and again when the file is written."""
+
+    def __init__(self, log: Any, *tables: ConsumerOffsetManager | DelayOffsets) -> None:
+        self.log = log
+        self.tables = tables
+        self.failing: set[str] = set()
+
+    def persist(self, force: bool = False) -> None:
+        """Blocking: run it in a thread."""
+        for table in self.tables:
+            if force or table.dirty:
+                table.dirty = False  # a change made while the file is written marks it again
+                self._write(table)
+
+    def _write(self, table: ConsumerOffsetManager | DelayOffsets) -> None:
+        try:
+            table.persist()
+        except OSError as exc:
+            table.dirty = True
+            if table.path not in self.failing:
+                self.failing.add(table.path)
+                self.log.error("offsets_not_persisted", path=table.path, error=str(exc))
+            return
+        if table.path in self.failing:
+            self.failing.discard(table.path)
+            self.log.info("offsets_persisted_again", path=table.path)
 
 
 def config_path(config_dir: str, name: str) -> str:

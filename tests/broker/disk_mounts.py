@@ -79,3 +79,13 @@ def fill(path: Path, size: int) -> None:
             size -= f.write(chunk[:min(size, len(chunk))])
         f.flush()
         os.fsync(f.fileno())
+
+
+def fill_up(path: Path) -> None:
+    """A file that takes every byte the file system has left (another program's, as far as a broker knows)."""
+    with open(path, "wb", buffering=0) as f:
+        for size in (1 << 20, 4096, 1):
+            chunk = bytes(size)
+            with contextlib.suppress(OSError):  # ENOSPC: on to the smaller pieces
+                while True:
+                    f.write(chunk)

@@ -28,11 +28,12 @@ from typing import Any
 import pytest
 
 from pocketmq.admin import cli
+from pocketmq.broker.address_file import read_address
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.headers import TopicQueueRequestHeader, UpdateConsumerOffsetRequestHeader
-from tests.broker.disk_mounts import fill, free_bytes, mounted
+from tests.broker.disk_mounts import fill, fill_up, free_bytes, mounted
 from tests.broker.test_broker import send
 from tests.broker.test_consume import bodies, pull_request
 from tests.helpers import eventually
@@ -262,6 +263,32 @@ async def test_a_full_disk_refuses_sends_loses_nothing_and_restarts_after_sigkil
     info = await runtime(client, broker.addr)
     assert info["storeWritable"] == "true" and info["commitLogMinOffset"] == "0"
     assert broker.terminate() == 0
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(("tmpfs", 48, {}), id="tmpfs")], indirect=True)
+async def test_a_broker_starts_on_a_disk_without_a_free_byte(scenario: tuple[Path, Brokers],
+                                                             client: RemotingClient) -> None:
+    """Killed, then its disk filled to the last byte by someone else: the broker still starts, serves what it
+    acknowledged, refuses sends naming the disk, and leaves no address record (the killed run's one is removed)."""
+    disk, brokers = scenario
+    broker = brokers.start_broker()
+    acked: Acked = {}
+    assert await send_batch(client, broker.addr, 0, acked) is None
+    broker.signal(9)
+    assert broker.popen.wait(10) == -9
+    assert read_address(brokers.store) == broker.addr  # a crash leaves the record behind
+    await asyncio.to_thread(fill_up, disk / "filler")
+    assert free_bytes(disk) == 0
+
+    broker = brokers.start_broker()
+    await check_readable(client, broker.addr, acked)
+    refused = await send(client, broker.addr, TOPIC, b"no room")
+    assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE, (refused.code, refused.remark)
+    assert "disk is full" in (refused.remark or ""), refused.remark
+    assert read_address(brokers.store) is None
+    assert log_events(broker, "broker_address_not_recorded")
+    code = broker.terminate()
+    assert code == 0, broker.stderr_text()[-6000:]
 
 
 async def commit_offset(client: RemotingClient, addr: str, group: str, queue_id: int, offset: int) -> None:
