@@ -189,3 +189,34 @@ def test_message_group_hash_is_guavas_consistent_hash() -> None:
     queues = [MessageQueue("T", b, q) for b in ("broker-b", "broker-a") for q in range(4)]
     picked = message_group_queue(queues, "order-7")
     assert picked == sorted(queues)[consistent_hash(java_hash("order-7"), 8)]
+
+
+def _sorted_json(value: object, ascii_only: bool) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=ascii_only).encode()
+
+
+@pytest.mark.parametrize("name", ["T", "%RETRY%G_T", 'a"b\\c', "t\u00e9\u4e2d", "tab\tnew\nline"])
+@pytest.mark.parametrize("offsets", [[10], [10, 11, 13], list(range(10, 42)), []])
+def test_directly_formatted_records_are_the_bytes_sorted_json_gives(name: str, offsets: list[int]) -> None:
+    # The check point, ack and batch-ack bodies are formatted by hand (a hot path): they must stay exactly the
+    # fastjson-style JSON a RocketMQ broker or client writes, whatever the names hold.
+    for order in (False, True):
+        ck = PopCheckPoint(name, name + "G", 3, 10, 1700000000000, 60000, "broker-" + name, offsets, order)
+        expected: dict[str, object] = {"bn": ck.broker_name, "c": ck.group, "d": [o - 10 for o in offsets],
+                                       "it": 60000, "n": len(offsets), "pt": 1700000000000, "q": 3, "so": 10,
+                                       "t": name}
+        if order:
+            expected["o"] = 1
+        assert ck.encode() == _sorted_json(expected, False)
+        assert PopCheckPoint.decode(ck.encode()) == ck
+    if offsets:
+        ack = AckMsg(name, "G" + name, 2, 10, 7, "b" + name, offsets)
+        listed: dict[str, object] = {"ao": offsets[0]} if len(offsets) == 1 else {"aol": offsets}
+        assert ack.encode() == _sorted_json({**listed, "bn": ack.broker_name, "c": ack.group, "pt": 7, "q": 2,
+                                             "so": 10, "t": name}, False)
+        assert AckMsg.decode(ack.encode()) == ack
+    acks = [BatchAck("G" + name, name, "1", 10, 1, 3, 1700000000000, 60000, offsets),
+            BatchAck("G", "T", "0", 0, 0, 0, 1, 2, [0])]
+    body = encode_batch_ack_body("broker-" + name, acks)
+    assert body == _sorted_json({"acks": [a.to_json_dict() for a in acks], "brokerName": "broker-" + name}, True)
+    assert decode_batch_ack_body(body) == ("broker-" + name, acks)

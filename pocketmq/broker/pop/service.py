@@ -574,24 +574,31 @@ class PopService:
         now = now_ms()
         problems: list[str] = []
         by_check_point: dict[int, tuple[LiveCheckPoint, list[int]]] = {}
+        changing = bool(self._changing)
         for group, topic, queue_id, handle, offsets in acks:
             key = (topic, group, queue_id, handle.start_offset, handle.retrieve_time)
             state = self.state.queues.get((topic, group, queue_id))
             owners = state.owners if state is not None and handle.broker_name == self.settings.broker_name else {}
+            verified: LiveCheckPoint | None = None  # the owner already checked: the same for a whole pop
+            listed: list[int] = []
             for offset in offsets:
                 live = owners.get(offset)
                 # the common case inline; anything else through find(), which says why
-                if live is None or live.ck.key != key or live.deadline <= now or self._changing:
-                    try:
-                        live = self.find(group, topic, queue_id, offset, handle, now)
-                    except PopError as exc:
-                        problems.append(exc.remark)
-                        continue
-                entry = by_check_point.get(id(live))
-                if entry is None:
-                    by_check_point[id(live)] = (live, [offset])
-                else:
-                    entry[1].append(offset)
+                if live is None or live is not verified or changing:
+                    if live is None or changing or live.ck.key != key or live.deadline <= now:
+                        try:
+                            live = self.find(group, topic, queue_id, offset, handle, now)
+                        except PopError as exc:
+                            problems.append(exc.remark)
+                            continue
+                        verified = None  # ``listed`` is now another check point's
+                    else:
+                        verified = live
+                    entry = by_check_point.get(id(live))
+                    if entry is None:
+                        entry = by_check_point[id(live)] = (live, [])
+                    listed = entry[1]
+                listed.append(offset)
         waits: list[tuple[list[int], Awaitable[bool]]] = []
         for live, owned in by_check_point.values():
             outcome = self.settle(live, owned)

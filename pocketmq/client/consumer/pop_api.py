@@ -43,6 +43,7 @@ from pocketmq.remoting.pop_headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+from pocketmq.remoting.route import TopicRouteData
 
 __all__ = ["PopAPI", "PopResponse", "popped_messages", "receipt_handle"]
 
@@ -51,6 +52,9 @@ _POP_CK = MessageConst.PROPERTY_POP_CK
 RPC_MARGIN = 5.0
 #: ``initMode`` of a group's first pop of a queue: its last message (RocketMQ 5's proxy uses MAX).
 INIT_MODE_MAX = 1
+_BORN_TIME = "bornTime"
+#: pop headers (one per subscription and receive shape) and broker lists (one per topic) kept
+_POP_FIELDS_CACHED = 64
 
 
 class PopMessageError(MQClientError):
@@ -90,25 +94,31 @@ def popped_messages(response: RemotingCommand, topic: str, broker_name: str, ord
     messages = decode_body(response.body or b"", broker_name=broker_name)
     try:
         starts = parse_start_offset_info(header.start_offset_info)
-        listed = {key: set(offsets) for key, offsets in parse_msg_offset_info(header.msg_offset_info).items()}
+        listed = parse_msg_offset_info(header.msg_offset_info)
         counts = parse_order_count_info(header.order_count_info) if order else {}
     except PopFormatError as exc:
         raise PopMessageError(str(exc)) from None
-    # The handle of every message of one (retry marker, queue) differs only by its offset: built once per queue.
-    prefixes: dict[tuple[str, int], str] = {}
+    # The handle of every message of one (stored topic, queue) differs only by its offset: the prefix and the
+    # offsets listed for it are looked up once per queue, then each message costs one dictionary lookup.
     times = f"{header.pop_time} {header.invisible_time} {header.revive_qid}"
+    queues: dict[tuple[str, int], tuple[str, set[int], str]] = {}
     for msg in messages:
-        marker = retry_marker(msg.topic)
-        key = info_key(marker, msg.queue_id)
-        if msg.queue_offset not in listed.get(key, ()):
-            raise PopMessageError(f"the pop response lists no offset for {msg.topic} queue {msg.queue_id} "
-                                  f"offset {msg.queue_offset}")
-        prefix = prefixes.get((marker, msg.queue_id))
-        if prefix is None:
-            prefix = prefixes[(marker, msg.queue_id)] = f"{starts[key]} {times} {marker} {broker_name} {msg.queue_id} "
-        msg.add_property(_POP_CK, prefix + str(msg.queue_offset))
+        stored_topic, queue_id, offset = msg.topic, msg.queue_id, msg.queue_offset
+        known = queues.get((stored_topic, queue_id))
+        if known is None:
+            marker = retry_marker(stored_topic)
+            key = info_key(marker, queue_id)
+            if key not in starts:
+                raise PopMessageError(f"the pop response has no start offset for {stored_topic} queue {queue_id}")
+            known = queues[(stored_topic, queue_id)] = (
+                f"{starts[key]} {times} {marker} {broker_name} {queue_id} ", set(listed.get(key, ())), marker)
+        if offset not in known[1]:
+            raise PopMessageError(f"the pop response lists no offset for {stored_topic} queue {queue_id} "
+                                  f"offset {offset}")
+        msg.add_property(_POP_CK, known[0] + str(offset))
         if order:
-            count = counts.get(info_key(marker, queue_offset_key(msg.queue_id, msg.queue_offset)), counts.get(key))
+            count = counts.get(info_key(known[2], queue_offset_key(queue_id, offset)),
+                               counts.get(info_key(known[2], queue_id)))
             if count:
                 msg.reconsume_times = count
         msg.topic = topic
@@ -122,6 +132,8 @@ class PopAPI:
         self.instance = instance
         self.group = group
         self.timeout = timeout
+        self._pop_fields: dict[tuple[str, str, str, int, int, int, int, bool, str | None], dict[str, str]] = {}
+        self._brokers: dict[str, tuple[TopicRouteData, list[str]]] = {}
 
     async def _master(self, topic: str, broker_name: str) -> str:
         addr = self.instance.routes.master_addr(broker_name)
@@ -143,17 +155,31 @@ class PopAPI:
         route = self.instance.routes.subscribe_route(topic)
         if route is None:
             return []
+        cached = self._brokers.get(topic)
+        if cached is not None and cached[0] is route:  # a route is replaced, never changed, when it changes
+            return cached[1]
         readable = (q for q in route.queue_datas if q.perm & PermName.PERM_READ and q.read_queue_nums > 0)
-        return sorted({q.broker_name for q in readable})
+        brokers = sorted({q.broker_name for q in readable})
+        if len(self._brokers) >= _POP_FIELDS_CACHED:
+            self._brokers.clear()
+        self._brokers[topic] = (route, brokers)
+        return brokers
 
     async def pop(self, broker_name: str, subscription: SubscriptionData, *, max_nums: int, invisible_ms: int,
                   poll_ms: int, order: bool = False, attempt_id: str | None = None,
                   queue_id: int = -1) -> PopResponse:
         topic = subscription.topic
-        header = PopMessageRequestHeader(
-            self.group, topic, queue_id, max_nums, invisible_ms, poll_ms, INIT_MODE_MAX, _now_ms(),
-            subscription.expression_type, subscription.sub_string, order, attempt_id)
-        request = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_fields())
+        key = (topic, subscription.expression_type, subscription.sub_string, queue_id, max_nums, invisible_ms,
+               poll_ms, order, attempt_id)
+        fields = self._pop_fields.get(key)
+        if fields is None:
+            if len(self._pop_fields) >= _POP_FIELDS_CACHED:
+                self._pop_fields.clear()  # FIFO attempt ids vary: bounded, rebuilt as needed
+            fields = self._pop_fields[key] = PopMessageRequestHeader(
+                self.group, topic, queue_id, max_nums, invisible_ms, poll_ms, INIT_MODE_MAX, 0,
+                subscription.expression_type, subscription.sub_string, order, attempt_id).to_fields()
+        # Only bornTime differs between the pops of one receive loop: the rest of the header is built once.
+        request = RemotingCommand.request(RequestCode.POP_MESSAGE, {**fields, _BORN_TIME: str(_now_ms())})
         response = await self._invoke(topic, broker_name, request, poll_ms / 1000 + self.timeout + RPC_MARGIN)
         return popped_messages(response, topic, broker_name, order)
 
@@ -180,12 +206,17 @@ class PopAPI:
         """BATCH_ACK_MESSAGE, one request per broker group (the Java client's merge: one bit set per pop of a
         queue); raises the first broker's refusal."""
         groups: dict[tuple[str, str], list[int]] = {}
+        last: tuple[str, str] | None = None
+        listed: list[int] = []
         for msg in messages:
             raw = msg.get_property(_POP_CK)
             prefix, _, offset = (raw or "").rpartition(" ")
             if not prefix or not offset.lstrip("-").isdigit():
                 receipt_handle(msg)  # raises the clear error
-            groups.setdefault((msg.topic, prefix), []).append(int(offset))
+            key = (msg.topic, prefix)
+            if key != last:  # the messages of one pop of a queue come together: one lookup per run of them
+                listed, last = groups.setdefault(key, []), key
+            listed.append(int(offset))
         by_broker: dict[str, list[BatchAck]] = {}
         topics: dict[str, str] = {}
         for (topic, prefix), offsets in groups.items():

@@ -83,16 +83,16 @@ class PopReceiver:
     async def receive(self, max_nums: int, invisible_ms: int, await_s: float) -> list[MessageExt]:
         """Up to ``max_nums`` messages of one pop; ``[]`` when none came within ``await_s``."""
         deadline = time.monotonic() + await_s
-        attempt = self._attempt or uuid.uuid4().hex  # a FIFO retry of a failed receive repeats its attempt
-        self._attempt = attempt if self.fifo else None
+        attempt: str | None = None
+        if self.fifo:  # a FIFO retry of a failed receive repeats its attempt
+            attempt = self._attempt = self._attempt or uuid.uuid4().hex
         while True:
             targets = await self._targets()
             last_error: PocketMQError | None = None
             for sub, broker in targets:
                 try:
                     response = await self.api.pop(broker, sub, max_nums=max_nums, invisible_ms=invisible_ms,
-                                                  poll_ms=0, order=self.fifo,
-                                                  attempt_id=attempt if self.fifo else None)
+                                                  poll_ms=0, order=self.fifo, attempt_id=attempt)
                 except PocketMQError as exc:
                     log.info("pop_failed", broker=broker, topic=sub.topic, error=str(exc))
                     last_error = exc
