@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, default=1024, help="message body bytes of the pop phase (1024)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the topics (8)")
     parser.add_argument("--receivers", type=int, default=16, help="concurrent receive loops of the SimpleConsumer (16)")
+    parser.add_argument("--ack", choices=("sync", "async"), default="sync",
+                        help="pop loops await each ack_batch before the next receive (sync), or receive the next "
+                             "batch while it is in flight (async, the Java client's ackAsync)")
     parser.add_argument("--timers", type=int, default=100_000, help="timer messages of the timers phase (100,000)")
     parser.add_argument("--spread", type=float, default=10.0, help="seconds their due times spread over (10)")
     parser.add_argument("--lead", type=float, default=120.0,
@@ -134,10 +137,22 @@ async def _pop_phase(args: argparse.Namespace, namesrv: str, broker: Child | Non
     if broker is not None:
         await asyncio.to_thread(wait_idle, broker)
     push = await _read_push(namesrv, topic, count, args.duration, broker)
-    pop = await _read_pop(namesrv, topic, count, args.duration, args.receivers, broker)
+    pop = await _read_pop(namesrv, topic, count, args.duration, args.receivers, args.ack == "async", broker)
     ratio = pop["msg_per_s"] / push["msg_per_s"] if push["msg_per_s"] else 0.0
-    return {"size": args.size, "queues": args.queues, "receivers": args.receivers, "push_w4": push, "pop": pop,
-            "pop_over_push": round(ratio, 3)}
+    return {"size": args.size, "queues": args.queues, "receivers": args.receivers, "ack": args.ack,
+            "push_w4": push, "pop": pop, "pop_over_push": round(ratio, 3),
+            "pop_over_push_by_cpu": _cpu_ratio(push, pop)}
+
+
+def _cpu_ratio(push: dict[str, Any], pop: dict[str, Any]) -> float | None:
+    """The ratio of rates the CPU per message predicts when each process has its CPU (pinned): the busier of
+    client and broker bounds each reader. Steadier than the rates on a shared machine, whose load swings them."""
+    def bound(r: dict[str, Any]) -> float | None:
+        costs = (r["client_cpu_us_per_msg"], r["broker_cpu_us_per_msg"])
+        return None if None in costs else max(costs)
+
+    push_bound, pop_bound = bound(push), bound(pop)
+    return round(push_bound / pop_bound, 3) if push_bound and pop_bound else None
 
 
 async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broker: Child | None) -> dict[str, Any]:
@@ -163,7 +178,7 @@ async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broke
     return result
 
 
-async def _read_pop(namesrv: str, topic: str, count: int, seconds: float, receivers: int,
+async def _read_pop(namesrv: str, topic: str, count: int, seconds: float, receivers: int, ack_async: bool,
                     broker: Child | None) -> dict[str, Any]:
     acked = 0
     deadline = time.monotonic() + seconds
@@ -179,12 +194,34 @@ async def _read_pop(namesrv: str, topic: str, count: int, seconds: float, receiv
                 await consumer.ack_batch(messages)
                 acked += len(messages)
 
+    async def loop_ack_async() -> None:
+        # The Java client's ackAsync: a batch's ack is in flight while the next batch is received (one ack
+        # outstanding per loop); a message counts once its ack is answered.
+        nonlocal acked
+        ack: asyncio.Task[int] | None = None
+        while acked < count and time.monotonic() < deadline:
+            messages = await consumer.receive(32)
+            if ack is not None:
+                done = await ack  # not ``acked += await ack``: that reads ``acked`` before the other loops add
+                acked += done
+                ack = None
+            if messages:
+                ack = asyncio.ensure_future(_ack_counted(consumer, messages))
+        if ack is not None:
+            done = await ack
+            acked += done
+
     start = _cpu(broker)
     await consumer.start()
-    await asyncio.gather(*(loop() for _ in range(receivers)))
+    await asyncio.gather(*((loop_ack_async if ack_async else loop)() for _ in range(receivers)))
     result = _rate(start, broker, acked)
     await consumer.shutdown()
     return result
+
+
+async def _ack_counted(consumer: SimpleConsumer, messages: list[MessageExt]) -> int:
+    await consumer.ack_batch(messages)
+    return len(messages)
 
 
 # -- timers ----------------------------------------------------------------------------------------------------
@@ -271,7 +308,9 @@ def _print(summary: dict[str, Any]) -> None:
             r = pop[name]
             print(f"{name:8} {r['messages']:>9,} msgs in {r['seconds']:7.2f} s = {r['msg_per_s']:>8,} msg/s "
                   f"(client {r['client_cpu_us_per_msg']} us/msg, broker {r['broker_cpu_us_per_msg']} us/msg)")
-        print(f"POP / W4 = {pop['pop_over_push']:.2f}")
+        by_cpu = pop.get("pop_over_push_by_cpu")
+        print(f"POP / W4 = {pop['pop_over_push']:.2f}" + ("" if by_cpu is None else
+              f" (by CPU per message, the busier process of each: {by_cpu:.2f}); ack {pop.get('ack', 'sync')}"))
     timers = summary.get("timers")
     if timers:
         print(f"timers {json.dumps(timers)}")

@@ -478,8 +478,7 @@ class PopService:
         if not settled:
             return False
         live.pending_acks += 1
-        key = (live.ck.topic, live.ck.group, live.ck.queue_id)
-        self._commit(key)
+        key = (live.ck.topic, live.ck.group, live.ck.queue_id)  # committed once the record is stored (_ack_stored)
         ack = AckMsg(live.ck.topic, live.ck.group, live.ck.queue_id, live.ck.start_offset, live.ck.pop_time,
                      live.ck.broker_name, settled)
         try:
