@@ -8,8 +8,11 @@ import json
 
 import pytest
 
+from pocketmq.broker.pop.processors import PopProcessor
 from pocketmq.broker.pop.records import AckMsg, PopCheckPoint, PopSnapshot
+from pocketmq.broker.pop.service import PopResult
 from pocketmq.broker.pop.state import PopState
+from pocketmq.client.consumer.pop_api import PopMessageError, popped_messages
 from pocketmq.common.pop import (
     BatchAck,
     PopFormatError,
@@ -29,7 +32,10 @@ from pocketmq.common.pop import (
     revive_topic,
     start_offset_entry,
 )
-from pocketmq.remoting.pop_headers import PopMessageRequestHeader
+from pocketmq.remoting.codes import RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.pop_headers import PopMessageRequestHeader, PopMessageResponseHeader
+from tests.client.pull_records import Record, body_of
 
 
 def test_topic_names_are_rocketmq_5s() -> None:
@@ -220,3 +226,40 @@ def test_directly_formatted_records_are_the_bytes_sorted_json_gives(name: str, o
     body = encode_batch_ack_body("broker-" + name, acks)
     assert body == _sorted_json({"acks": [a.to_json_dict() for a in acks], "brokerName": "broker-" + name}, True)
     assert decode_batch_ack_body(body) == ("broker-" + name, acks)
+
+
+@pytest.mark.parametrize("order_infos", [[], ["0 qo2%7 3", "0 2 0"]])
+def test_pop_answer_fields_are_the_response_headers(order_infos: list[str]) -> None:
+    # The broker writes a pop answer's extFields directly (once per pop): they must be the header's own.
+    for infos in ([], ["0 1 10", "1 0 5"]):
+        result = PopResult(1700000000000, 60000, 3, 12, start_infos=list(infos), msg_infos=list(infos),
+                           order_infos=list(order_infos))
+        request = RemotingCommand.request(RequestCode.POP_MESSAGE, {})
+        answer = PopProcessor._pop_response(request, result)
+        header = PopMessageResponseHeader(1700000000000, 60000, 3, 12, ";".join(infos), ";".join(infos),
+                                          ";".join(order_infos) if order_infos else None)
+        assert answer.ext_fields == header.to_fields()
+        assert PopMessageResponseHeader.from_command(answer) == header
+
+
+def _pop_answer(start_info: str, msg_info: str) -> RemotingCommand:
+    body = body_of(Record(topic="T", queue_id=1, queue_offset=10), Record(topic="T", queue_id=1, queue_offset=11),
+                   Record(topic="%RETRY%G_T", queue_id=0, queue_offset=5))
+    header = PopMessageResponseHeader(1700000000000, 60000, 3, 0, start_info, msg_info)
+    request = RemotingCommand.request(RequestCode.POP_MESSAGE, {})
+    return request.response(ResponseCode.SUCCESS, "FOUND", header.to_fields(), body)
+
+
+def test_a_pop_answer_gives_each_message_its_handle_and_the_consumed_topic() -> None:
+    popped = popped_messages(_pop_answer("0 1 10;1 0 5", "0 1 10,11;1 0 5"), "T", "broker-a", False)
+    assert [(m.topic, m.queue_offset) for m in popped.messages] == [("T", 10), ("T", 11), ("T", 5)]
+    assert [m.get_property("POP_CK") for m in popped.messages] == [
+        "10 1700000000000 60000 3 0 broker-a 1 10", "10 1700000000000 60000 3 0 broker-a 1 11",
+        "5 1700000000000 60000 3 1 broker-a 0 5"]
+
+
+@pytest.mark.parametrize(("start_info", "msg_info"), [("0 1 10;1 0 5", "0 1 10;1 0 5"),  # offset 11 not listed
+                                                      ("0 1 10", "0 1 10,11;1 0 5")])  # no start of the retry queue
+def test_a_pop_answer_that_does_not_list_its_messages_is_refused(start_info: str, msg_info: str) -> None:
+    with pytest.raises(PopMessageError):
+        popped_messages(_pop_answer(start_info, msg_info), "T", "broker-a", False)
