@@ -47,8 +47,8 @@ def _refuse_unknown_keys(props: dict[str, str], controller: frozenset[str]) -> N
     own = {config_key(f) for f in dataclasses.fields(NamesrvConfig)}
     unknown = sorted(set(props) - own - controller)
     if unknown:
-        raise ConfigError(f"unknown config key {', '.join(map(repr, unknown))}; name server keys: {', '.join(sorted(own))}; "
-                          f"controller keys (with enableControllerInNamesrv=true): {', '.join(sorted(controller))}")
+        raise ConfigError(f"unknown config key {', '.join(map(repr, unknown))}; "
+                          f"name server keys: {', '.join(sorted(own))}; controller keys (with enableControllerInNamesrv=true): {', '.join(sorted(controller))}")
 
 
 def build_config(args: argparse.Namespace) -> NamesrvStartup:
