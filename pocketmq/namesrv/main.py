@@ -48,7 +48,8 @@ def _refuse_unknown_keys(props: dict[str, str], controller: frozenset[str]) -> N
     unknown = sorted(set(props) - own - controller)
     if unknown:
         raise ConfigError(f"unknown config key {', '.join(map(repr, unknown))}; "
-                          f"name server keys: {', '.join(sorted(own))}; controller keys (with enableControllerInNamesrv=true): {', '.join(sorted(controller))}")
+                          f"name server keys: {', '.join(sorted(own))}; "
+                          f"controller keys (with enableControllerInNamesrv=true): {', '.join(sorted(controller))}")
 
 
 def build_config(args: argparse.Namespace) -> NamesrvStartup:
