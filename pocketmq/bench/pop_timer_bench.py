@@ -5,8 +5,9 @@ Three phases, each bounded in count and time (``--phase``):
 * **pop** — ``--count`` messages of ``--size`` bytes (100,000 x 1 KiB) are written (batched, not measured) to a
   topic of ``--queues`` queues; then two groups read the same backlog one after the other: a push consumer as the
   comparison's W4 reads it (pulls of 32, a batch handler called with 32, offsets committed as it goes), then
-  ``--receivers`` loops of one :class:`~pocketmq.client.SimpleConsumer` (``receive(32)`` then ``ack_batch``).
-  Reported: msg/s of each from its start to its last message, the ratio, and both processes' CPU.
+  ``--receivers`` loops of one :class:`~pocketmq.client.SimpleConsumer` (``receive(32)`` then ``ack_batch``;
+  ``--ack async``: the next receive while the ack is in flight). Reported: msg/s of each from its start to its
+  last message, the ratio, both processes' CPU per message, and the ratio that CPU predicts.
 * **timers** — ``--timers`` timer messages (100,000) are sent with delivery times spread evenly over
   ``--spread`` seconds (10) that start ``--lead`` seconds (120) after the first send; once the window has passed,
   the topic is read back and each message's lateness is its store time in the topic minus its due time
