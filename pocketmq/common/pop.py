@@ -286,8 +286,7 @@ class BatchAck:
             raise PopFormatError("a batch ack is not an object")
         try:
             start = int(_pick(d, "so", "startOffset"))
-            bits = _bit_set(_pick(d, "b", "bitSet"))
-            offsets = [start + i for i in range(bits.bit_length()) if bits >> i & 1]
+            offsets = _bit_offsets(start, _bit_set(_pick(d, "b", "bitSet")))
             return cls(str(_pick(d, "c", "consumerGroup")), str(_pick(d, "t", "topic")),
                        str(_pick(d, "r", "retry")), start, int(_pick(d, "q", "queueId")),
                        int(_pick(d, "rq", "reviveQueueId")), int(_pick(d, "pt", "popTime")),
@@ -305,6 +304,13 @@ def _pick(d: dict[str, Any], short: str, long: str) -> Any:
 
 _MAX_BIT_SET_BYTES = 1024
 """A batch ack covers one pop (at most 32 messages); a longer bit set is refused, not expanded."""
+
+
+def _bit_offsets(start: int, bits: int) -> list[int]:
+    """``start`` plus the position of each set bit, in order."""
+    if not bits & (bits + 1):  # every bit up to the highest set: a whole pop acked, the common case
+        return list(range(start, start + bits.bit_length()))
+    return [start + i for i, digit in enumerate(bin(bits)[:1:-1]) if digit == "1"]
 
 
 def _bit_set(raw: Any) -> int:

@@ -127,6 +127,12 @@ class PopState:
         live = LiveCheckPoint(ck, revive_qid)
         state = self.queue((ck.topic, ck.group, ck.queue_id))
         owners, counts, heap = state.owners, state.counts, state.heap
+        if not ck.order and owners.keys().isdisjoint(ck.offsets):
+            # The common case, a normal pop of messages nobody holds: no previous owner to take over from.
+            owners.update(dict.fromkeys(ck.offsets, live))
+            for offset in ck.offsets:
+                heapq.heappush(heap, offset)
+            return self._registered(live, len(ck.offsets))
         new = 0
         for offset in ck.offsets:
             previous = owners.get(offset)
@@ -142,6 +148,11 @@ class PopState:
                     counts.setdefault(offset, 0)
                 heapq.heappush(heap, offset)
             owners[offset] = live
+        return self._registered(live, new)
+
+    def _registered(self, live: LiveCheckPoint, new: int) -> LiveCheckPoint:
+        """``live`` owns its offsets, ``new`` of them were not in flight: count them and watch its deadline."""
+        ck = live.ck
         live.live = len(ck.offsets)
         if new:
             self._count(ck.group, new)
@@ -183,10 +194,13 @@ class PopState:
         if state is None:
             return []
         owners, counts = state.owners, state.counts
-        settled = [o for o in dict.fromkeys(offsets) if owners.get(o) is live]  # once each
-        for offset in settled:
-            del owners[offset]
-            if counts:
+        settled = []
+        for offset in dict.fromkeys(offsets):  # once each
+            if owners.get(offset) is live:
+                del owners[offset]
+                settled.append(offset)
+        if counts:
+            for offset in settled:
                 counts.pop(offset, None)
         if settled:
             self._count(live.ck.group, -len(settled))
