@@ -18,6 +18,8 @@ of its own per call, in thread hand-offs and per-call signing, and caps the load
    official client's load of 2 against the broker's endpoint, then 3's paced remoting load against the same broker.
    The proxy's CPU per message is the process's per message under the gRPC load less the broker's per message
    under the remoting load at the same rate (the two share one process, so /proc cannot split them).
+5. The floor (:mod:`pocketmq.bench.grpc_floor`): a ``grpc.aio`` server with the proxy's options whose SendMessage
+   answers a fixed OK, under 2's load from the bare client: what ``grpc.aio`` costs per call before any work.
 """
 
 from __future__ import annotations
@@ -170,7 +172,37 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         results.update(await _cluster_mode(args, python))
     if args.mode in ("local", "both"):
         results["local"] = await _local_mode(args, python)
+    results["floor"] = await _floor(args)
     return results
+
+
+async def _floor(args: argparse.Namespace) -> dict[str, Any]:
+    """Item 5 of the module docstring."""
+    floor = Child([sys.executable, "-m", "pocketmq.bench.grpc_floor"], "FLOOR READY")
+    try:
+        endpoints = floor.wait_ready()
+        marks: dict[str, float] = {}
+
+        def mark() -> None:
+            marks["floor"] = floor.cpu_seconds() or 0.0
+
+        load = await _bare(endpoints, b"x" * args.body, lone=0, inflight=args.inflight, duration=args.duration,
+                           marks=marks, mark=mark)
+        used = (floor.cpu_seconds() or 0.0) - marks["floor"]
+        return {"inflight": args.inflight, "ok": load["ok"], "msg_per_s": load["ok"] / load["elapsed_s"],
+                "cpu_us_per_call": used / max(load["ok"], 1) * 1e6}
+    finally:
+        floor.stop()
+
+
+def _calls(metrics_text: str) -> dict[str, float]:
+    """Calls answered so far by method (all codes), from the proxy's latency histogram's counts."""
+    calls: dict[str, float] = {}
+    for line in metrics_text.splitlines():
+        if line.startswith("pocketmq_proxy_rpc_latency_seconds_count{"):
+            method = line.split('method="')[1].split('"')[0]
+            calls[method] = calls.get(method, 0.0) + float(line.rsplit(" ", 1)[1])
+    return calls
 
 
 async def _paced_remoting(namesrv: str, body: bytes, *, inflight: int, duration: float, rate: float,
@@ -286,9 +318,15 @@ async def _cluster_mode(args: argparse.Namespace, python: str) -> dict[str, Any]
         def started() -> None:
             marks.update(proxy=proxy.cpu_seconds() or 0.0, broker=broker.cpu_seconds() or 0.0)
 
+        before = _calls(await _metrics(metrics_port)) if metrics_port else {}
         load = await _driver(python, "inflight", {**spec, "inflight": args.inflight, "duration": args.duration},
                              args.duration + 600, started)
         official = _load(load, args.inflight, proxy, broker, marks)
+        if metrics_port:  # what the official client called per message sent (routes, heartbeats, telemetry...)
+            after = _calls(await _metrics(metrics_port))
+            sent = load["ok"] + load["failed"] + spec["warmup"]
+            official["calls_per_msg"] = {method: (count - before.get(method, 0.0)) / sent
+                                         for method, count in sorted(after.items())}
         remote = await _paced_remoting(namesrv, body, inflight=args.inflight, duration=args.duration,
                                        rate=official["msg_per_s"], mark=started)
         official["broker_remoting"] = {**remote, "msg_per_s": remote["ok"] / remote["elapsed_s"],
@@ -318,6 +356,9 @@ def _load(load: dict[str, Any], inflight: int, proxy: Child, broker: Child, mark
 def _print(results: dict[str, Any]) -> None:
     if "lone_remoting_ms" in results:
         _print_cluster(results)
+    floor = results["floor"]
+    print(f"grpc.aio floor (fixed answer, bare client, {floor['inflight']} in flight): {floor['msg_per_s']:.0f} "
+          f"calls/s, {floor['cpu_us_per_call']:.0f} us CPU per call")
     local = results.get("local")
     if local is not None:
         print(f"local mode, {local['inflight']} in flight (official client): {local['msg_per_s']:.0f} msg/s "
@@ -343,6 +384,9 @@ def _print_cluster(results: dict[str, Any]) -> None:
         print(f"{load['inflight']} in flight ({who}): {load['msg_per_s']:.0f} msg/s ({load['ok']} ok, "
               f"{load['failed']} failed); CPU per message: proxy {load['proxy_cpu_us_per_msg']:.0f} us, "
               f"broker {load['broker_cpu_us_per_msg']:.0f} us")
+        if "calls_per_msg" in load:
+            print("  calls per message sent (warm-up included): " + ", ".join(f"{method} {share:.4f}"
+                                                         for method, share in load["calls_per_msg"].items()))
         paced = load.get("broker_remoting")
         if paced is not None:
             print(f"  the broker alone over remoting at {paced['msg_per_s']:.0f} msg/s: "

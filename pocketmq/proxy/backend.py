@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from pocketmq.client.consumer.pop_api import popped_messages
@@ -215,11 +216,11 @@ class Backend:
 
     # -- metadata ----------------------------------------------------------------------------------------
 
-    async def topic_attributes(self, topic: str) -> dict[str, str]:
-        """The topic's attributes (``message.type``) from a master that serves it; cached."""
+    async def topic_attributes(self, topic: str) -> Mapping[str, str]:
+        """The topic's attributes (``message.type``) from a master that serves it; cached (read-only, shared)."""
         cached = self._attributes.get(topic)
         if cached is not None:
-            return dict(cached)
+            return cached  # type: ignore[no-any-return]
         route = await self.route(topic)
         attributes: dict[str, str] = {}
         for broker in sorted(route.broker_datas, key=lambda b: b.broker_name):
@@ -237,8 +238,9 @@ class Backend:
                 if isinstance(found, dict):
                     attributes = {str(k): str(v) for k, v in found.items()}
                 break
-        self._attributes.put(topic, attributes)
-        return attributes
+        frozen = MappingProxyType(attributes)
+        self._attributes.put(topic, frozen)
+        return frozen
 
     async def group_settings(self, group: str, default_attempts: int) -> GroupSettings:
         """Whether ``group`` consumes in order (``consumeMessageOrderly``) and its ``retryMaxTimes`` + 1; cached.

@@ -35,6 +35,10 @@ GRACE = 2.0
 MAX_INBOUND = 130 * 1024 * 1024
 """Largest gRPC message accepted (RocketMQ's ``grpcMaxInboundMessageSize``); the body limit is checked after."""
 
+SERVER_OPTIONS = [("grpc.max_receive_message_length", MAX_INBOUND), ("grpc.max_send_message_length", -1),
+                  ("grpc.so_reuseport", 0)]
+"""The gRPC server's channel arguments."""
+
 
 async def start_local_proxy(namesrv_addr: str, host: str, port: int, config_file: str,
                             metrics: Metrics | None, local: LocalBroker | None = None) -> ProxyServer:
@@ -90,9 +94,7 @@ class ProxyServer:
         self.clients.service.start()
         if self.acl is not None:
             self.clients.service.add_child(self.acl.reloader)
-        server = aio.server(options=[("grpc.max_receive_message_length", MAX_INBOUND),
-                                     ("grpc.max_send_message_length", -1),
-                                     ("grpc.so_reuseport", 0)])
+        server = aio.server(options=SERVER_OPTIONS)
         server.add_generic_rpc_handlers((self.service.handler(),))
         target = f"{self.config.grpc_server_host}:{self.config.grpc_server_port}"
         if self.config.tls:
