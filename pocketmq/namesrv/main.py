@@ -11,10 +11,11 @@ server listens there.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass
 
-from pocketmq.common.config import ConfigError, format_config, load_config, load_properties
+from pocketmq.common.config import ConfigError, config_key, format_config, load_config, load_properties
 from pocketmq.controller.config import ControllerConfig, controller_keys
 from pocketmq.namesrv.config import NamesrvConfig
 from pocketmq.namesrv.controller import NamesrvController
@@ -41,9 +42,20 @@ class NamesrvStartup:
     controller: ControllerConfig | None = None
 
 
+def _refuse_unknown_keys(props: dict[str, str], controller: frozenset[str]) -> None:
+    """One file holds both key sets, so an unknown key's message lists both."""
+    own = {config_key(f) for f in dataclasses.fields(NamesrvConfig)}
+    unknown = sorted(set(props) - own - controller)
+    if unknown:
+        raise ConfigError(f"unknown config key {', '.join(map(repr, unknown))}; "
+                          f"name server keys: {', '.join(sorted(own))}; "
+                          f"controller keys (with enableControllerInNamesrv=true): {', '.join(sorted(controller))}")
+
+
 def build_config(args: argparse.Namespace) -> NamesrvStartup:
     props = load_properties(args.config) if args.config else {}
     keys = controller_keys()
+    _refuse_unknown_keys(props, keys)
     namesrv = load_config(
         NamesrvConfig, {k: v for k, v in props.items() if k not in keys}, listen_host=args.listen,
         listen_port=args.port, kv_config_path=args.kv_config_path, metrics_port=args.metrics_port,

@@ -113,6 +113,11 @@ def test_cli_flags_configure_controller_mode(tmp_path: Path) -> None:
     refused = subprocess.run([sys.executable, "-m", "pocketmq.namesrv.main", "-c", str(conf), "--controller-self-id",
                               "n1", "--print-config"], capture_output=True, text=True, timeout=30)
     assert refused.returncode == 2 and "enableControllerInNamesrv=true" in refused.stderr
+    conf.write_text("controllerDLegerGrup=g1\n")  # a misspelt controller key: both key sets are listed
+    refused = subprocess.run([sys.executable, "-m", "pocketmq.namesrv.main", "-c", str(conf), "--print-config"],
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "controllerDLegerGrup" in refused.stderr, refused.stderr
+    assert "listenPort" in refused.stderr and "controllerDLegerGroup" in refused.stderr
     broker = tmp_path / "b.properties"
     broker.write_text("brokerName=broker-a\nbrokerId=1\nenableControllerMode=true\n")
     out = subprocess.run([sys.executable, "-m", "pocketmq.broker.main", "-c", str(broker), "--controller-addr",

@@ -124,6 +124,24 @@ async def test_a_minority_cannot_commit(tmp_path: Path) -> None:
         await cluster.close()
 
 
+async def test_a_deposed_leader_answers_its_pending_proposals_at_once(tmp_path: Path) -> None:
+    """A leader cut off from the others cannot commit; when a new leader's term reaches it, what it had pending is
+    answered as dropped there and then, not left to the caller's (long) timeout."""
+    cluster = Cluster(tmp_path)
+    try:
+        for node_id in cluster.ids:
+            await cluster.start(node_id)
+        await eventually(lambda: cluster.leader() is not None, timeout=10)
+        leader = cluster.leader()
+        assert leader is not None
+        cluster.down.update(i for i in cluster.ids if i != leader.config.node_id)  # it hears them, they do not hear it
+        with pytest.raises(ProposalDroppedError, match="leadership was lost"):
+            await leader.propose(b"stranded", timeout=45)
+        assert not leader.is_leader
+    finally:
+        await cluster.close()
+
+
 async def test_proposals_keep_their_order_under_concurrency(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, election_timeout=2.0)  # one leader throughout, even on a loaded machine
     try:

@@ -171,6 +171,25 @@ def test_snapshot_starts_replay_at_the_oldest_live_check_point() -> None:
     assert snap.revive_offsets == [6, 4] and snap.pop_offsets == {("T", "G", 0): 2}
 
 
+def test_a_check_point_being_stored_holds_the_snapshot_at_its_floor() -> None:
+    """A SYNC_MASTER's check point is in the revive queue (the end has moved past it) before it is stored (the slave
+    has not confirmed it): the snapshot must not start the replay after it, or a restart from that snapshot would
+    find its pop neither replayed nor counted, and hand the queue's messages out again."""
+    state = PopState(1)
+    pending = state.register(_ck(0, [0, 1, 2]), 0)
+    pending.revive_offset = 7  # the revive queue's end when the pop wrote its record
+    q = state.queue(("T", "G", 0))
+    q.pending, q.pop_offset = pending, 3
+    snap = state.snapshot([8], 0)  # the record (offset 7) is appended, not yet stored
+    assert snap.revive_offsets == [7] and snap.pop_offsets == {("T", "G", 0): 0}
+    pending.stored, q.pending = True, None
+    assert state.snapshot([8], 0).revive_offsets == [7]
+    for offset in (0, 1, 2):
+        state.settle(pending, offset)
+    snap = state.snapshot([8], 0)
+    assert snap.revive_offsets == [8] and snap.pop_offsets == {("T", "G", 0): 3}
+
+
 def test_message_group_hash_is_guavas_consistent_hash() -> None:
     from pocketmq.client.core.message import MessageQueue
     from pocketmq.client.producer.message_group import consistent_hash, message_group_queue

@@ -354,6 +354,7 @@ class PopService:
         ck = PopCheckPoint(key[0], req.group, key[2], start, now, req.invisible_time, self.settings.broker_name,
                            list(offsets), req.order)
         live = self.state.register(ck, self.state.revive_qid(key))
+        live.revive_offset = self.log.revive_end(live.revive_qid)  # the floor of its record, for snapshots
         state.pending, state.locked = live, True
         state.pop_offset = max(state.pop_offset, got.next_begin_offset)
         if req.order:

@@ -12,7 +12,8 @@ Progress. Per queue, ``pop_offset`` is the next offset never handed out; the gro
 ``min(pop_offset, oldest offset in flight)``, so it never passes a message not yet acked.
 
 Snapshot. :meth:`PopState.snapshot` says where a replay of the revive log must start: per revive queue the first
-record of a check point that owns anything or has an ack being written (``revive_offsets``), and per queue the
+record of a check point that owns anything or has an ack being written, or, for one still being stored, the
+revive queue's end before its record was written (``revive_offsets``), and per queue the
 pop offset below which all is settled (the start of a pop whose check point is not stored yet, else
 ``pop_offset``). Pops of one queue are serialised (:attr:`QueueState.locked` held until the check point is
 stored), and every check point of a queue goes to the same revive queue, so the check points a replay skips are
@@ -41,7 +42,8 @@ class LiveCheckPoint:
     def __init__(self, ck: PopCheckPoint, revive_qid: int) -> None:
         self.ck = ck
         self.revive_qid = revive_qid
-        #: queue offset of its record in the revive queue (-1 until stored)
+        #: queue offset of its record in the revive queue; until stored, the revive queue's end before the record
+        #: was written (a floor: the record lands at or after it), or -1 when unknown
         self.revive_offset = -1
         self.stored = False
         #: offsets it owns
@@ -282,7 +284,10 @@ class PopState:
         """Where a replay must start (see the module docstring); ``revive_ends`` are the revive queues' ends."""
         revive = list(revive_ends)
         for live in self.live_check_points():
-            if live.stored and (live.live > 0 or live.pending_acks > 0) and 0 <= live.revive_qid < len(revive):
+            # One being stored counts by its floor: its record may already be below ``revive_ends`` (appended,
+            # still replicating) and its pop is in the snapshot only as the pending start.
+            if (live.live > 0 or live.pending_acks > 0) and live.revive_offset >= 0 \
+                    and 0 <= live.revive_qid < len(revive):
                 revive[live.revive_qid] = min(revive[live.revive_qid], live.revive_offset)
         pops = {}
         for key, state in self.queues.items():

@@ -177,10 +177,7 @@ class RaftNode(Service):
         await super().stop()
         for link in self._links.values():
             await link.stop()
-        for _index, (_term, future) in self._pending.items():
-            if not future.done():
-                future.set_exception(ProposalDroppedError("the node stopped"))
-        self._pending.clear()
+        self._fail_pending("the node stopped")
         await asyncio.get_running_loop().run_in_executor(self._executor, self._storage.close)
         self._executor.shutdown(wait=True)
 
@@ -318,18 +315,24 @@ class RaftNode(Service):
     def _fail(self, reason: str) -> None:
         self.failed = reason
         self.log.error("raft_node_stopped", reason=reason)
+        self._fail_pending(reason)
+        if self._on_role_change is not None:
+            self._on_role_change()
+
+    def _fail_pending(self, reason: str) -> None:
         for _index, (_term, future) in self._pending.items():
             if not future.done():
                 future.set_exception(ProposalDroppedError(reason))
         self._pending.clear()
-        if self._on_role_change is not None:
-            self._on_role_change()
 
     def _note_role(self, core: RaftCore) -> None:
         seen = (core.role, core.leader, core.term)
         if seen == self._seen:
             return
         before, self._seen = self._seen, seen
+        if before is not None and before[0] is Role.LEADER and core.role is not Role.LEADER:
+            # Answer now rather than at the caller's timeout: a deposed leader cannot commit anything itself.
+            self._fail_pending("leadership was lost before the entry committed (a new leader may still commit it)")
         if before is None or before[:2] != seen[:2]:
             self.log.info("raft_role", role=core.role.value, leader=core.leader, term=core.term)
             if self._on_role_change is not None:
