@@ -81,6 +81,7 @@ from pocketmq.common.service import Service, on_demand, periodic
 from pocketmq.common.topic_config import PermName, TopicConfig
 from pocketmq.ha.client import HAClient
 from pocketmq.ha.service import HAService
+from pocketmq.proxy.local import LocalBroker
 from pocketmq.proxy.server import ProxyServer, start_local_proxy
 from pocketmq.remoting.client import RemotingClient
 from pocketmq.remoting.codes import RequestCode, ResponseCode
@@ -147,6 +148,8 @@ class BrokerController(ControllerModeBroker):
         self.timer: TimerMessageService | None = None
         self.acl: PlainAclService | None = None
         self.proxy: ProxyServer | None = None
+        #: every request code's handler (set when the processors are registered)
+        self.request_handlers: dict[int, Handler] = {}
         self.schedule: ScheduleMessageService | None = None
         self.transactions: TransactionalMessageService | None = None
         self.transaction_check: TransactionalMessageCheckService | None = None
@@ -262,7 +265,7 @@ class BrokerController(ControllerModeBroker):
         if self.config.enable_grpc_proxy:  # the gRPC endpoint in this process, a cluster client like rmq-proxy
             self.proxy = await start_local_proxy(self.config.namesrv_addr or "", self.config.listen_host,
                                                  self.config.grpc_server_port, self.config.proxy_config_file,
-                                                 self.metrics)
+                                                 self.metrics, LocalBroker(lambda: self.addr, self.request_handlers))
         log.info("broker_started", broker=self.config.broker_name, addr=self.addr, role=self.config.broker_role.name,
                  build=compiled.ACTIVE)
 
@@ -341,6 +344,7 @@ class BrokerController(ControllerModeBroker):
         for code, handler in handlers.items():
             self.server.register(code, handler)
         self.server.on_connection_closed(self._connection_closed)
+        self.request_handlers = handlers  # what a local-mode proxy calls in-process
 
     def _set_config(self, config: BrokerConfig) -> None:
         """UPDATE_BROKER_CONFIG's run-time keys (see pocketmq.broker.processors.admin_config)."""

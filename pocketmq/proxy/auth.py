@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from grpc import aio
@@ -33,22 +32,45 @@ DATE_TIME = "x-mq-date-time"
 _SCHEME = "MQv2-HMAC-SHA1"
 
 
-@dataclass(frozen=True, slots=True)
 class CallIdentity:
-    """The caller of one call, from its metadata and peer address."""
+    """The caller of one call, from its metadata and peer address, each read from the call only when first asked
+    for (a send of a client without ACL needs neither)."""
 
-    client_id: str
-    language: str
-    version: str
-    remote: str
-    metadata: Mapping[str, str]
+    __slots__ = ("_context", "_metadata", "_remote")
+
+    def __init__(self, context: aio.ServicerContext[Any, Any]) -> None:
+        self._context = context
+        self._metadata: dict[str, str] | None = None
+        self._remote: str | None = None
 
     @classmethod
     def of(cls, context: aio.ServicerContext[Any, Any]) -> CallIdentity:
-        metadata = {str(k): v if isinstance(v, str) else v.decode(errors="replace")
-                    for k, v in (context.invocation_metadata() or ())}
-        return cls(metadata.get("x-mq-client-id", ""), metadata.get("x-mq-language", "OTHER"),
-                   metadata.get("x-mq-client-version", ""), peer_address(context.peer()), metadata)
+        return cls(context)
+
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        if self._metadata is None:
+            self._metadata = {str(k): v if isinstance(v, str) else v.decode(errors="replace")
+                              for k, v in (self._context.invocation_metadata() or ())}
+        return self._metadata
+
+    @property
+    def client_id(self) -> str:
+        return self.metadata.get("x-mq-client-id", "")
+
+    @property
+    def language(self) -> str:
+        return self.metadata.get("x-mq-language", "OTHER")
+
+    @property
+    def version(self) -> str:
+        return self.metadata.get("x-mq-client-version", "")
+
+    @property
+    def remote(self) -> str:
+        if self._remote is None:
+            self._remote = peer_address(self._context.peer())
+        return self._remote
 
 
 def peer_address(peer: str) -> str:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from pocketmq.client.consumer.pop_api import popped_messages
@@ -38,6 +39,7 @@ from pocketmq.common.topic_config import PermName
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.convert import Outgoing
 from pocketmq.proxy.errors import Code, ProxyError, broker_error
+from pocketmq.proxy.local import LocalBroker
 from pocketmq.remoting import route as rd
 from pocketmq.remoting.acl import SessionCredentials
 from pocketmq.remoting.admin_headers import GetSubscriptionGroupConfigRequestHeader, GetTopicStatsInfoRequestHeader
@@ -131,8 +133,10 @@ class _Routes:
 class Backend:
     """Remoting calls to the cluster on behalf of gRPC clients (see the module docstring)."""
 
-    def __init__(self, config: ProxyConfig, client_id: str) -> None:
+    def __init__(self, config: ProxyConfig, client_id: str, local: LocalBroker | None = None) -> None:
         self.config = config
+        #: local mode: the broker this proxy runs in, whose handlers serve its requests in-process
+        self.local = local
         credentials = (SessionCredentials(config.proxy_access_key, config.proxy_secret_key)
                        if config.proxy_access_key else None)
         self.client = ClientConfig(namesrv_addrs=tuple(a for a in config.namesrv_addr.split(";") if a),
@@ -152,6 +156,8 @@ class Backend:
         self.instance.start()
 
     async def stop(self) -> None:
+        if self.local is not None:
+            self.local.close()
         await self.instance.shutdown()
 
     def on_request(self, code: int, handler: Callable[[RemotingCommand, Connection], Any]) -> None:
@@ -183,6 +189,8 @@ class Backend:
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
         """One request to a broker; PROXY_TIMEOUT / INTERNAL_SERVER_ERROR for a transport failure."""
         wait = self.timeout if timeout is None else timeout
+        if self.local is not None and self.local.serves(addr, request.code):
+            return await self._local_request(self.local, addr, request, wait)
         try:
             conn = await self.instance.connect(addr, self.timeout)
             return await conn.request(request, wait)
@@ -191,16 +199,28 @@ class Backend:
         except PocketMQError as exc:
             raise ProxyError(Code.PROXY_TIMEOUT, f"broker {addr} did not answer: {exc}") from None
 
+    @staticmethod
+    async def _local_request(local: LocalBroker, addr: str, request: RemotingCommand,
+                             timeout: float) -> RemotingCommand:
+        """``request`` served by the broker this proxy runs in; PROXY_TIMEOUT past ``timeout``."""
+        try:
+            response = await local.request(request, timeout)
+        except TimeoutError:
+            raise ProxyError(Code.PROXY_TIMEOUT, f"broker {addr} did not answer in {timeout:g} s") from None
+        if response is None:  # a oneway request: nothing to answer
+            return request.response(ResponseCode.SUCCESS)
+        return response
+
     def _request(self, code: int, fields: dict[str, str], body: bytes | None = None) -> RemotingCommand:
         return RemotingCommand.request(code, fields, body, serialize_type=self.client.serialize_type)
 
     # -- metadata ----------------------------------------------------------------------------------------
 
-    async def topic_attributes(self, topic: str) -> dict[str, str]:
-        """The topic's attributes (``message.type``) from a master that serves it; cached."""
+    async def topic_attributes(self, topic: str) -> Mapping[str, str]:
+        """The topic's attributes (``message.type``) from a master that serves it; cached (read-only, shared)."""
         cached = self._attributes.get(topic)
         if cached is not None:
-            return dict(cached)
+            return cached  # type: ignore[no-any-return]
         route = await self.route(topic)
         attributes: dict[str, str] = {}
         for broker in sorted(route.broker_datas, key=lambda b: b.broker_name):
@@ -218,8 +238,9 @@ class Backend:
                 if isinstance(found, dict):
                     attributes = {str(k): str(v) for k, v in found.items()}
                 break
-        self._attributes.put(topic, attributes)
-        return attributes
+        frozen = MappingProxyType(attributes)
+        self._attributes.put(topic, frozen)
+        return frozen
 
     async def group_settings(self, group: str, default_attempts: int) -> GroupSettings:
         """Whether ``group`` consumes in order (``consumeMessageOrderly``) and its ``retryMaxTimes`` + 1; cached.
@@ -283,19 +304,10 @@ class Backend:
         request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, out.body,
                                           serialize_type=self.client.serialize_type)
         started = time.monotonic()
-        try:
-            conn = await self.instance.connect(addr, self.timeout)
-        except PocketMQError as exc:
-            self.fault.update_fault_item(queue.broker_name, 0, True, answered=False)
-            self.instance.refresher.request(out.topic, publish=False)
-            raise _Unreachable(Code.INTERNAL_SERVER_ERROR, f"cannot reach {queue.broker_name}: {exc}") from None
-        try:
-            response = await conn.request(request, self.timeout)
-        except PocketMQError as exc:
-            self.fault.update_fault_item(queue.broker_name, (time.monotonic() - started) * 1000, True,
-                                         answered=False)
-            self.instance.refresher.request(out.topic, publish=False)
-            raise ProxyError(Code.PROXY_TIMEOUT, f"{queue.broker_name} did not answer the send: {exc}") from None
+        if self.local is not None and self.local.serves(addr, RequestCode.SEND_MESSAGE_V2):
+            response = await self._local_request(self.local, addr, request, self.timeout)
+        else:
+            response = await self._remote_send(out, queue, addr, request, started)
         self.fault.update_fault_item(queue.broker_name, (time.monotonic() - started) * 1000, False)
         if response.code not in _SEND_OK:
             raise broker_error(response.code, response.remark)
@@ -303,11 +315,30 @@ class Backend:
         _host, _port, commit_log_offset = decode_message_id(header.msg_id)
         return SendOutcome(response.code, queue, header.msg_id, header.queue_offset, commit_log_offset)
 
+    async def _remote_send(self, out: Outgoing, queue: MessageQueue, addr: str, request: RemotingCommand,
+                           started: float) -> RemotingCommand:
+        try:
+            conn = await self.instance.connect(addr, self.timeout)
+        except PocketMQError as exc:
+            self.fault.update_fault_item(queue.broker_name, 0, True, answered=False)
+            self.instance.refresher.request(out.topic, publish=False)
+            raise _Unreachable(Code.INTERNAL_SERVER_ERROR, f"cannot reach {queue.broker_name}: {exc}") from None
+        try:
+            return await conn.request(request, self.timeout)
+        except PocketMQError as exc:
+            self.fault.update_fault_item(queue.broker_name, (time.monotonic() - started) * 1000, True,
+                                         answered=False)
+            self.instance.refresher.request(out.topic, publish=False)
+            raise ProxyError(Code.PROXY_TIMEOUT, f"{queue.broker_name} did not answer the send: {exc}") from None
+
     async def end_transaction(self, header: EndTransactionRequestHeader, broker_name: str) -> None:
         """END_TRANSACTION (oneway, as every RocketMQ producer sends it) to the half message's master."""
         addr = self.master_addr(broker_name)
         request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_fields(), oneway=True,
                                           serialize_type=self.client.serialize_type)
+        if self.local is not None and self.local.serves(addr, RequestCode.END_TRANSACTION):
+            await self._local_request(self.local, addr, request, self.timeout)
+            return
         try:
             conn = await self.instance.connect(addr, self.timeout)
             await conn.oneway(request)

@@ -34,8 +34,23 @@ def duration_ms(duration: Any) -> int:
     return int(duration.seconds * 1000 + duration.nanos // 1_000_000)
 
 
+_CHECKED_TOPICS: set[str] = set()
+"""Topic names that passed :func:`check_topic` (a send checks its topic by one lookup); at most
+:data:`_MAX_CHECKED_TOPICS`, cleared when full."""
+_MAX_CHECKED_TOPICS = 10_000
+
+
 def check_topic(name: str) -> None:
     """``GrpcValidator.validateTopic``: ILLEGAL_TOPIC for a bad name or a system topic."""
+    if name in _CHECKED_TOPICS:
+        return
+    _check_topic(name)
+    if len(_CHECKED_TOPICS) >= _MAX_CHECKED_TOPICS:
+        _CHECKED_TOPICS.clear()
+    _CHECKED_TOPICS.add(name)
+
+
+def _check_topic(name: str) -> None:
     problem = validate_topic(name)
     if problem is not None:
         raise ProxyError(Code.ILLEGAL_TOPIC, problem)

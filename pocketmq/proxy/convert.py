@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -171,8 +171,10 @@ def _user_properties(message: pb.Message, limits: Limits) -> tuple[dict[str, str
     return user, size
 
 
-def outgoing(message: pb.Message, *, limits: Limits, remote_host: str, now_ms: int | None = None) -> Outgoing:
-    """A gRPC message as SEND_MESSAGE_V2 carries it; :class:`ProxyError` with the Java proxy's code otherwise."""
+def outgoing(message: pb.Message, *, limits: Limits, remote_host: Callable[[], str],
+             now_ms: int | None = None) -> Outgoing:
+    """A gRPC message as SEND_MESSAGE_V2 carries it; :class:`ProxyError` with the Java proxy's code otherwise.
+    ``remote_host()`` (the caller's address) is asked for only when the message names no born host."""
     body = message.body
     if not body:
         raise ProxyError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
@@ -224,7 +226,7 @@ def outgoing(message: pb.Message, *, limits: Limits, remote_host: str, now_ms: i
         props[MessageConst.PROPERTY_SHARDING_KEY] = group
     if system.trace_context:
         props[PROPERTY_TRACE_CONTEXT] = system.trace_context
-    born_host = system.born_host.strip() or remote_host
+    born_host = system.born_host.strip() or remote_host()
     if born_host:
         props[PROPERTY_BORN_HOST] = born_host
     born = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else now

@@ -22,6 +22,7 @@ from pocketmq.proxy.auth import Authenticator
 from pocketmq.proxy.backend import Backend
 from pocketmq.proxy.clients import ClientRegistry
 from pocketmq.proxy.config import ProxyConfig
+from pocketmq.proxy.local import LocalBroker
 from pocketmq.proxy.metrics import CallMetrics
 from pocketmq.proxy.service import MessagingService
 from pocketmq.remoting.metrics import Metrics, MetricsServer
@@ -34,14 +35,19 @@ GRACE = 2.0
 MAX_INBOUND = 130 * 1024 * 1024
 """Largest gRPC message accepted (RocketMQ's ``grpcMaxInboundMessageSize``); the body limit is checked after."""
 
+SERVER_OPTIONS = [("grpc.max_receive_message_length", MAX_INBOUND), ("grpc.max_send_message_length", -1),
+                  ("grpc.so_reuseport", 0)]
+"""The gRPC server's channel arguments."""
+
 
 async def start_local_proxy(namesrv_addr: str, host: str, port: int, config_file: str,
-                            metrics: Metrics | None) -> ProxyServer:
+                            metrics: Metrics | None, local: LocalBroker | None = None) -> ProxyServer:
     """A broker's endpoint ("local mode"): the keys of ``config_file`` (``rmq-proxy``'s), with the broker's name
-    servers, host and ``grpcServerPort``; its metrics in the broker's registry. Started."""
+    servers, host and ``grpcServerPort``; its metrics in the broker's registry; requests to the broker itself
+    served in-process by ``local``. Started."""
     props = load_properties(config_file) if config_file else {}
     config = load_config(ProxyConfig, props, namesrv_addr=namesrv_addr, grpc_server_host=host, grpc_server_port=port)
-    server = ProxyServer(config, metrics=metrics)
+    server = ProxyServer(config, metrics=metrics, local=local)
     await server.start()
     return server
 
@@ -49,10 +55,11 @@ async def start_local_proxy(namesrv_addr: str, host: str, port: int, config_file
 class ProxyServer:
     """One gRPC endpoint of ``apache.rocketmq.v2.MessagingService`` (module docstring)."""
 
-    def __init__(self, config: ProxyConfig, *, metrics: Metrics | None = None) -> None:
+    def __init__(self, config: ProxyConfig, *, metrics: Metrics | None = None,
+                 local: LocalBroker | None = None) -> None:
         self.config = config
         self.client_id = f"{socket.gethostname()}@proxy@{os.getpid()}@{id(self):x}"
-        self.backend = Backend(config, self.client_id)
+        self.backend = Backend(config, self.client_id, local)
         self.clients = ClientRegistry(self.backend, max_clients=config.max_clients,
                                       idle_timeout=config.grpc_client_idle_time_mills / 1000,
                                       heartbeat_interval=config.heartbeat_broker_interval_mills / 1000)
@@ -87,9 +94,7 @@ class ProxyServer:
         self.clients.service.start()
         if self.acl is not None:
             self.clients.service.add_child(self.acl.reloader)
-        server = aio.server(options=[("grpc.max_receive_message_length", MAX_INBOUND),
-                                     ("grpc.max_send_message_length", -1),
-                                     ("grpc.so_reuseport", 0)])
+        server = aio.server(options=SERVER_OPTIONS)
         server.add_generic_rpc_handlers((self.service.handler(),))
         target = f"{self.config.grpc_server_host}:{self.config.grpc_server_port}"
         if self.config.tls:

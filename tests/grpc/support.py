@@ -12,6 +12,7 @@ from typing import Any
 
 from pocketmq.admin import api_ops
 from pocketmq.admin.api import AdminClient
+from pocketmq.common.config import camel
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.server import ProxyServer
 from tests.client.consumer.consumer_support import Cluster, cluster
@@ -56,6 +57,20 @@ async def create_topic(namesrv: str, name: str, message_type: str = "NORMAL", qu
     """UPDATE_AND_CREATE_TOPIC with ``+message.type=<type>`` on every master (routed when it returns)."""
     admin = AdminClient([namesrv])
     await admin.update_topic(name, read_queues=queues, write_queues=queues, attributes=f"+message.type={message_type}")
+
+
+@contextlib.asynccontextmanager
+async def local_proxy_cluster(tmp: Path, props: dict[str, str] | None = None,
+                              **proxy: Any) -> AsyncIterator[ProxyCluster]:
+    """One broker serving the gRPC endpoint itself (``enableGrpcProxy=true``, local mode); ``proxy``'s settings
+    (ProxyConfig field names) reach it through ``proxyConfigFile``, as a user would give them."""
+    config_file = tmp / "local-proxy.properties"
+    config_file.write_text("".join(f"{camel(key)}={value}\n" for key, value in proxy.items()))
+    local = {"enableGrpcProxy": "true", "grpcServerPort": "0", "proxyConfigFile": str(config_file)}
+    async with cluster(tmp, ("broker-a",), {**BROKER_PROPS, **local, **(props or {})}) as c:
+        server = c.brokers["broker-a"].proxy
+        assert server is not None and server.backend.local is not None
+        yield ProxyCluster(c, server, tmp)
 
 
 @contextlib.asynccontextmanager

@@ -19,7 +19,7 @@ from pocketmq.admin.api import AdminClient, AdminError
 from pocketmq.admin.api_ops import consumer_connection
 from pocketmq.proxy.apis import definition_pb2 as pb
 from pocketmq.proxy.apis import service_pb2 as spb
-from tests.grpc.support import ProxyCluster, proxy_cluster
+from tests.grpc.support import ProxyCluster, local_proxy_cluster, proxy_cluster
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -27,10 +27,13 @@ Code = pb.Code
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
 
 
-@pytest.fixture
-async def pc(tmp_path: Path) -> AsyncIterator[ProxyCluster]:
-    async with proxy_cluster(tmp_path, max_message_size=1024,
-                             grpc_client_consumer_min_long_polling_timeout_millis=500) as running:
+@pytest.fixture(params=["rmq-proxy", "local-mode"])
+async def pc(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ProxyCluster]:
+    """Every case against ``rmq-proxy`` and against a broker's own endpoint (local mode: the broker's handlers
+    called in-process), which must answer alike."""
+    start = proxy_cluster if request.param == "rmq-proxy" else local_proxy_cluster
+    async with start(tmp_path, max_message_size=1024,
+                     grpc_client_consumer_min_long_polling_timeout_millis=500) as running:
         await running.topic("TBad")
         await running.topic("TFifoOnly", "FIFO")
         yield running

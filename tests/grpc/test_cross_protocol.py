@@ -8,16 +8,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from grpc import aio
 
 from pocketmq.client import Message, Producer
+from pocketmq.client.core.message_ext import decode_messages
 from pocketmq.common.consumer import ConsumeFromWhere
+from pocketmq.proxy.apis import definition_pb2 as pb
+from pocketmq.proxy.apis import service_pb2 as spb
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.server import ProxyServer
 from tests.client.consumer.consumer_support import Recorder, cluster, instance_name, push_consumer
 from tests.grpc import official
-from tests.grpc.support import BROKER_PROPS, ProxyCluster, create_topic, proxy_cluster
+from tests.grpc.support import BROKER_PROPS, ProxyCluster, create_topic, local_proxy_cluster, proxy_cluster
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -84,6 +89,35 @@ async def test_local_mode_broker_serves_the_official_client(tmp_path: Path) -> N
         assert tx["checked"] == [tx["sent"][0]["message_id"]]
         got = await local.client("push", topic="TLocal", group="GLocal", want=4, timeout_s=40, quiet_s=1)
         assert sorted(m["message_id"] for m in got["received"]) == sorted(s["message_id"] for s in sent["sent"])
+
+
+async def test_local_mode_sends_reach_the_store_in_process(tmp_path: Path) -> None:
+    """A send to a local-mode endpoint is handed to the broker's send processor in its process: the stored record's
+    born host is the broker's own address, not a loopback socket of a remoting connection; the client's host rides
+    in ``__BORNHOST`` and its id stays the ``UNIQ_KEY``, as over remoting."""
+    async with local_proxy_cluster(tmp_path) as pc:
+        await pc.topic("TLocalBorn")
+        broker = pc.cluster.brokers["broker-a"]
+        system = pb.SystemProperties(message_id="LOCAL-1", message_type=pb.NORMAL, keys=["born-key"],
+                                     born_host="10.1.2.3")
+        request = spb.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="TLocalBorn"), body=b"local",
+                                                              system_properties=system)])
+        async with aio.insecure_channel(pc.endpoints) as channel:
+            stub: Any = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage",
+                                            request_serializer=lambda m: m.SerializeToString(),
+                                            response_deserializer=spb.SendMessageResponse.FromString)
+            answer = await stub(request, metadata=(("x-mq-client-id", "local@1"),), timeout=10)
+        assert answer.status.code == pb.Code.OK and answer.entries[0].message_id == "LOCAL-1"
+        store = broker.store
+        assert store is not None
+
+        def indexed() -> list[bytes]:
+            return store.query_message("TLocalBorn", "born-key", 4, 0, 2**62).records
+
+        await eventually(lambda: bool(indexed()), message="the message indexed by its key")
+        [stored] = decode_messages(indexed()[0])
+        assert stored.body == b"local" and stored.uniq_key == "LOCAL-1"
+        assert stored.born_host == broker.addr and stored.properties["__BORNHOST"] == "10.1.2.3"
 
 
 async def test_tls_when_configured(tmp_path: Path) -> None:
