@@ -11,6 +11,7 @@ another broker, so none fails and none is lost).
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import Any
 
 from pocketmq.admin.api import AdminClient, AdminError, split_namesrv
@@ -43,10 +44,26 @@ async def controller_metadata(admin: AdminClient, controllers: list[str]) -> dic
 async def _leader_call(admin: AdminClient, controllers: list[str], code: int, fields: dict[str, str],
                        body: bytes | None = None, ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
     meta = await controller_metadata(admin, controllers)
+    if meta.get("isLeader") == "true":  # reached by the address given, which works from here
+        return await admin.call(meta["controller"], code, fields, body, ok=ok)
     leader = meta.get("controllerLeaderAddress")
     if not leader:
         raise AdminError(f"the controllers have no leader now (asked {meta['controller']})")
-    return await admin.call(leader, code, fields, body, ok=ok)
+    try:
+        return await admin.call(leader, code, fields, body, ok=ok)
+    except AdminError as exc:
+        if "answered code" in str(exc):
+            raise
+        unreachable = exc
+    # The leader's own name may not resolve here (a container's name seen from the host): the addresses given
+    # are the controllers too, and the leader among them says so.
+    for address in controllers:
+        if address != meta["controller"]:
+            with contextlib.suppress(AdminError):
+                if (await controller_metadata(admin, [address])).get("isLeader") == "true":
+                    return await admin.call(address, code, fields, body, ok=ok)
+    raise AdminError(f"the controller leader {leader} cannot be reached from here ({unreachable}), and none of "
+                     f"{';'.join(controllers)} is the leader; give its address with -a")
 
 
 async def sync_state_data(admin: AdminClient, controllers: list[str], names: list[str]) -> dict[str, Any]:

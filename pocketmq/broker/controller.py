@@ -317,7 +317,7 @@ class BrokerController(ControllerModeBroker):
         )
         settled = self._settle_and_replicate if controller_mode else self._topics_settled
         admin = AdminBrokerProcessor(store=store, topics=self.topics, stats=self.stats,
-                                     role=lambda: self.config.broker_role.name, topics_settled=settled,
+                                     role=self._role_name, topics_settled=settled,
                                      extra_runtime_info=self._extra_runtime_info, on_topic_created=self._topic_created)
         self.client_processor = ClientManageProcessor(clients=self.clients, topics=self.topics,
                                                       on_group_changed=self.ids_notifier.changed,
@@ -527,6 +527,12 @@ class BrokerController(ControllerModeBroker):
         if self.ha_client is not None:
             return {**self.ha_client.runtime_info(), "masterAddr": self.master_addr or ""}
         return {}
+
+    def _role_name(self) -> str:
+        """What this broker is now: in controller mode the file's role is the master's, a replica reports SLAVE."""
+        if self.config.enable_controller_mode and not self.is_controller_master:
+            return BrokerRole.SLAVE.name
+        return self.config.broker_role.name
 
     # -- metadata --------------------------------------------------------------------------------------------
 

@@ -82,6 +82,8 @@ async def test_a_killed_master_is_replaced_with_its_data_and_metadata_and_rejoin
             await cluster.wait_in_sync(60)
             info = await runtime_info(cluster, restarted)
             assert info["controllerRole"] == "SLAVE" and int(info["masterEpoch"]) >= 2
+            assert info["brokerRole"] == "SLAVE"  # what clusterList shows: the live role, not the file's
+            assert (await runtime_info(cluster, new))["brokerRole"] == "ASYNC_MASTER"
             for body in ("x1", "x2"):
                 await send_ok(producer, "OnlyA", body)
             mine = await stored_ids(new.addr, "broker-a", "OnlyA")
