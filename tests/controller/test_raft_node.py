@@ -61,6 +61,15 @@ class Cluster:
         node = self.nodes.pop(node_id)
         await node.stop()
 
+    async def start_all(self) -> RaftNode:
+        """Every node started; the leader they elect."""
+        for node_id in self.ids:
+            await self.start(node_id)
+        await eventually(lambda: self.leader() is not None, timeout=10)
+        leader = self.leader()
+        assert leader is not None
+        return leader
+
     def leader(self) -> RaftNode | None:
         leaders = [n for n in self.nodes.values() if n.is_leader and n.can_serve()]
         return leaders[0] if len(leaders) == 1 else None
@@ -73,11 +82,7 @@ class Cluster:
 async def test_elect_propose_fail_over_and_catch_up(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, snapshot_every=8)
     try:
-        for node_id in cluster.ids:
-            await cluster.start(node_id)
-        await eventually(lambda: cluster.leader() is not None, timeout=10)
-        leader = cluster.leader()
-        assert leader is not None
+        leader = await cluster.start_all()
         results = [await leader.propose(f"v{i}".encode(), timeout=5) for i in range(12)]
         assert results == list(range(1, 13))
         follower = next(n for n in cluster.nodes.values() if n is not leader)
@@ -102,11 +107,7 @@ async def test_elect_propose_fail_over_and_catch_up(tmp_path: Path) -> None:
 async def test_a_minority_cannot_commit(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path)
     try:
-        for node_id in cluster.ids:
-            await cluster.start(node_id)
-        await eventually(lambda: cluster.leader() is not None, timeout=10)
-        leader = cluster.leader()
-        assert leader is not None
+        leader = await cluster.start_all()
         others = [i for i in cluster.ids if i != leader.config.node_id]
         cluster.down.update(others)
         with pytest.raises((TimeoutError, ProposalDroppedError, NotLeaderError)):
@@ -129,11 +130,7 @@ async def test_a_deposed_leader_answers_its_pending_proposals_at_once(tmp_path: 
     answered as dropped there and then, not left to the caller's (long) timeout."""
     cluster = Cluster(tmp_path)
     try:
-        for node_id in cluster.ids:
-            await cluster.start(node_id)
-        await eventually(lambda: cluster.leader() is not None, timeout=10)
-        leader = cluster.leader()
-        assert leader is not None
+        leader = await cluster.start_all()
         cluster.down.update(i for i in cluster.ids if i != leader.config.node_id)  # it hears them, they do not hear it
         with pytest.raises(ProposalDroppedError, match="leadership was lost"):
             await leader.propose(b"stranded", timeout=45)
@@ -145,11 +142,7 @@ async def test_a_deposed_leader_answers_its_pending_proposals_at_once(tmp_path: 
 async def test_proposals_keep_their_order_under_concurrency(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, election_timeout=2.0)  # one leader throughout, even on a loaded machine
     try:
-        for node_id in cluster.ids:
-            await cluster.start(node_id)
-        await eventually(lambda: cluster.leader() is not None, timeout=10)
-        leader = cluster.leader()
-        assert leader is not None
+        leader = await cluster.start_all()
         answers = await asyncio.gather(*(leader.propose(f"c{i}".encode(), timeout=10) for i in range(50)))
         assert sorted(answers) == list(range(1, 51))
     finally:
