@@ -3,11 +3,13 @@
 Three phases, each bounded in count and time (``--phase``):
 
 * **pop** — ``--count`` messages of ``--size`` bytes (100,000 x 1 KiB) are written (batched, not measured) to a
-  topic of ``--queues`` queues; then two groups read the same backlog one after the other: a push consumer as the
-  comparison's W4 reads it (pulls of 32, a batch handler called with 32, offsets committed as it goes), then
-  ``--receivers`` loops of one :class:`~pocketmq.client.SimpleConsumer` (``receive(32)`` then ``ack_batch``;
-  ``--ack async``: the next receive while the ack is in flight). Reported: msg/s of each from its start to its
-  last message, the ratio, both processes' CPU per message, and the ratio that CPU predicts.
+  topic of ``--queues`` queues; then three groups read the same backlog one after the other: a push consumer as
+  the comparison's W4 reads it (pulls of 32, a batch handler called with 32, offsets committed as it goes), then
+  the same push consumer in POP mode (pops of 32, the same batch handler, each message acked; its rate counts a
+  message once its ack is answered), then ``--receivers`` loops of one :class:`~pocketmq.client.SimpleConsumer`
+  (``receive(32)`` then ``ack_batch``; ``--ack async``: the next receive while the ack is in flight). Reported:
+  msg/s of each from its start to its last message, the ratios to W4, both processes' CPU per message, and the
+  ratio that CPU predicts.
 * **timers** — ``--timers`` timer messages (100,000) are sent with delivery times spread evenly over
   ``--spread`` seconds (10) that start ``--lead`` seconds (120) after the first send; once the window has passed,
   the topic is read back and each message's lateness is its store time in the topic minus its due time
@@ -137,12 +139,17 @@ async def _pop_phase(args: argparse.Namespace, namesrv: str, broker: Child | Non
     count = args.count // _FILL_BATCH * _FILL_BATCH
     if broker is not None:
         await asyncio.to_thread(wait_idle, broker)
-    push = await _read_push(namesrv, topic, count, args.duration, broker)
+    push = await _read_push(namesrv, topic, count, args.duration, broker, pop=False)
+    pop_push = await _read_push(namesrv, topic, count, args.duration, broker, pop=True)
     pop = await _read_pop(namesrv, topic, count, args.duration, args.receivers, args.ack == "async", broker)
-    ratio = pop["msg_per_s"] / push["msg_per_s"] if push["msg_per_s"] else 0.0
     return {"size": args.size, "queues": args.queues, "receivers": args.receivers, "ack": args.ack,
-            "push_w4": push, "pop": pop, "pop_over_push": round(ratio, 3),
-            "pop_over_push_by_cpu": _cpu_ratio(push, pop)}
+            "push_w4": push, "pop_push": pop_push, "pop": pop,
+            "pop_push_over_push": _rate_ratio(push, pop_push), "pop_push_over_push_by_cpu": _cpu_ratio(push, pop_push),
+            "pop_over_push": _rate_ratio(push, pop), "pop_over_push_by_cpu": _cpu_ratio(push, pop)}
+
+
+def _rate_ratio(push: dict[str, Any], pop: dict[str, Any]) -> float:
+    return round(pop["msg_per_s"] / push["msg_per_s"], 3) if push["msg_per_s"] else 0.0
 
 
 def _cpu_ratio(push: dict[str, Any], pop: dict[str, Any]) -> float | None:
@@ -156,7 +163,9 @@ def _cpu_ratio(push: dict[str, Any], pop: dict[str, Any]) -> float | None:
     return round(push_bound / pop_bound, 3) if push_bound and pop_bound else None
 
 
-async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broker: Child | None) -> dict[str, Any]:
+async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broker: Child | None, *,
+                     pop: bool) -> dict[str, Any]:
+    """W4 (``pop=False``), or the same consumer in POP mode, whose window closes when every ack is answered."""
     done = asyncio.Event()
     got = 0
 
@@ -166,15 +175,21 @@ async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broke
         if got >= count:
             done.set()
 
-    consumer = PushConsumer("bench-w4", namesrv_addr=namesrv, instance_name="bench-w4", pull_batch_size=32,
-                            consume_message_batch_max_size=32, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+    name = "bench-pop-push" if pop else "bench-w4"
+    consumer = PushConsumer(name, namesrv_addr=namesrv, instance_name=name, pull_batch_size=32,
+                            consume_message_batch_max_size=32, consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+                            pop=pop, pop_invisible_time=60.0)
     consumer.subscribe(topic, "*")
     consumer.register_batch_handler(handler)
     start = _cpu(broker)
+    deadline = time.monotonic() + seconds
     await consumer.start()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(done.wait(), seconds)
-    result = _rate(start, broker, got)
+    # the last acks are in flight; the consumer counts them but has no event for them
+    while pop and consumer.acked_count < got and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.001)
+    result = _rate(start, broker, consumer.acked_count if pop else got)
     await consumer.shutdown()
     return result
 
@@ -305,13 +320,15 @@ def _print(summary: dict[str, Any]) -> None:
     print(f"cpus {summary['cpus']}, load before {summary['loadavg_before']}, after {summary['loadavg_after']}")
     pop = summary.get("pop")
     if pop:
-        for name in ("push_w4", "pop"):
+        for name, label in (("push_w4", "push W4"), ("pop_push", "push POP"), ("pop", "simple")):
             r = pop[name]
-            print(f"{name:8} {r['messages']:>9,} msgs in {r['seconds']:7.2f} s = {r['msg_per_s']:>8,} msg/s "
+            print(f"{label:8} {r['messages']:>9,} msgs in {r['seconds']:7.2f} s = {r['msg_per_s']:>8,} msg/s "
                   f"(client {r['client_cpu_us_per_msg']} us/msg, broker {r['broker_cpu_us_per_msg']} us/msg)")
-        by_cpu = pop.get("pop_over_push_by_cpu")
-        print(f"POP / W4 = {pop['pop_over_push']:.2f}" + ("" if by_cpu is None else
-              f" (by CPU per message, the busier process of each: {by_cpu:.2f}); ack {pop.get('ack', 'sync')}"))
+        for key, label in (("pop_push_over_push", "push POP / W4"), ("pop_over_push", "simple / W4")):
+            by_cpu = pop.get(f"{key}_by_cpu")
+            print(f"{label} = {pop[key]:.2f}" + ("" if by_cpu is None else
+                  f" (by CPU per message, the busier process of each: {by_cpu:.2f})"))
+        print(f"simple: {pop['receivers']} loops, ack {pop.get('ack', 'sync')}")
     timers = summary.get("timers")
     if timers:
         print(f"timers {json.dumps(timers)}")

@@ -178,6 +178,49 @@ async def test_push_consumer_pop_mode(c: Cluster) -> None:
             await consumer.shutdown()
 
 
+async def test_push_consumer_pop_mode_pipelines_receives_and_merges_acks(c: Cluster) -> None:
+    """Several receives in flight and one ack request for many handler calls: every message handled once, every
+    one acked (nothing left in flight on the brokers), and never more handler calls at once than the slots."""
+    await create_topic(c, "TPopMerge", 4)
+    async with producer(c) as p:
+        for i in range(20):
+            await p.send_batch([Message("TPopMerge", f"{i}:{j}".encode()) for j in range(32)])
+    seen: list[bytes] = []
+    running = most = 0
+
+    async def handler(msgs: list[MessageExt]) -> ConsumeResult:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.005)  # handler work: acks of other calls pile up meanwhile
+        seen.extend(msg.body for msg in msgs)
+        running -= 1
+        return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer("GPopMerge", namesrv_addr=c.namesrv_addr, instance_name=instance_name("pm"), pop=True,
+                            consume_message_batch_max_size=8, consume_thread_max=6, pop_receives=3,
+                            long_polling_timeout=1.0, pull_timeout=5.0)
+    consumer.subscribe("TPopMerge", "*")
+    consumer.register_batch_handler(handler)
+    requests: list[int] = []
+    async with consumer:
+        assert consumer._pop is not None
+        api = consumer._pop.api
+        ack_batch = api.ack_batch
+
+        async def counted(messages: Any) -> None:
+            requests.append(len(messages))
+            await ack_batch(messages)
+
+        api.ack_batch = counted  # type: ignore[method-assign]
+        await eventually(lambda: consumer.acked_count == 640, timeout=30, message="all acked")
+    assert sorted(seen) == sorted(f"{i}:{j}".encode() for i in range(20) for j in range(32))
+    assert most <= 6
+    assert sum(requests) == 640 and len(requests) < 80, requests  # 80 handler calls at the least
+    for broker in c.brokers.values():
+        assert broker.pop is not None and broker.pop.state.inflight_by_group.get("GPopMerge", 0) == 0
+
+
 async def test_push_consumer_pop_mode_orderly(c: Cluster) -> None:
     await create_topic(c, "TPopOrderly", 2)
     async with producer(c) as p:

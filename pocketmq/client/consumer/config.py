@@ -64,6 +64,7 @@ class ConsumerArgs(ClientArgs, total=False):
     pop: bool
     pop_invisible_time: float
     pop_retry_delays: tuple[float, ...]
+    pop_receives: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,13 +110,16 @@ class ConsumerConfig(ClientOptions):
     pop_invisible_time: float = 60.0
     #: POP mode: how long a failed message waits before it is handed out again, by reconsume times (s).
     pop_retry_delays: tuple[float, ...] = DEFAULT_POP_RETRY_DELAYS
+    #: POP mode: receives in flight at once (FIFO: one), so the broker pops while the handlers run.
+    pop_receives: int = 4
 
     def __post_init__(self) -> None:
         check_group(self.group)
         if self.pop and (self.pop_invisible_time <= 0 or not self.pop_retry_delays
                          or min(self.pop_retry_delays) < 0):
             raise ValueError("POP mode needs pop_invisible_time > 0 and non-negative pop_retry_delays")
-        check_positive(consume_thread_max=self.consume_thread_max, pull_batch_size=self.pull_batch_size,
+        check_positive(consume_thread_max=self.consume_thread_max, pop_receives=self.pop_receives,
+                       pull_batch_size=self.pull_batch_size,
                        consume_message_batch_max_size=self.consume_message_batch_max_size,
                        pull_threshold_for_queue=self.pull_threshold_for_queue,
                        pull_threshold_size_for_queue=self.pull_threshold_size_for_queue,

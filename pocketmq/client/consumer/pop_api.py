@@ -132,6 +132,9 @@ class PopAPI:
         self.instance = instance
         self.group = group
         self.timeout = timeout
+        #: the headers' encoding the rest of the client uses (msgpack by default: a pop answer's offset lists
+        #: are long strings, cheaper to encode and decode than in JSON)
+        self.serialize_type = instance.config.serialize_type
         self._pop_fields: dict[tuple[str, str, str, int, int, int, int, bool, str | None], dict[str, str]] = {}
         self._brokers: dict[str, tuple[TopicRouteData, list[str]]] = {}
 
@@ -179,14 +182,16 @@ class PopAPI:
                 self.group, topic, queue_id, max_nums, invisible_ms, poll_ms, INIT_MODE_MAX, 0,
                 subscription.expression_type, subscription.sub_string, order, attempt_id).to_fields()
         # Only bornTime differs between the pops of one receive loop: the rest of the header is built once.
-        request = RemotingCommand.request(RequestCode.POP_MESSAGE, {**fields, _BORN_TIME: str(_now_ms())})
+        request = RemotingCommand.request(RequestCode.POP_MESSAGE, {**fields, _BORN_TIME: str(_now_ms())},
+                                          serialize_type=self.serialize_type)
         response = await self._invoke(topic, broker_name, request, poll_ms / 1000 + self.timeout + RPC_MARGIN)
         return popped_messages(response, topic, broker_name, order)
 
     async def notification(self, broker_name: str, topic: str, *, poll_ms: int, order: bool = False) -> bool:
         """Whether the group has something to pop on that broker (long-polled up to ``poll_ms``)."""
         header = NotificationRequestHeader(self.group, topic, -1, poll_ms, _now_ms(), order)
-        request = RemotingCommand.request(RequestCode.NOTIFICATION, header.to_fields())
+        request = RemotingCommand.request(RequestCode.NOTIFICATION, header.to_fields(),
+                                          serialize_type=self.serialize_type)
         response = await self._invoke(topic, broker_name, request, poll_ms / 1000 + self.timeout + RPC_MARGIN)
         if response.code != ResponseCode.SUCCESS:
             raise error_for_response(response.code, response.remark)
@@ -197,7 +202,8 @@ class PopAPI:
         header = AckMessageRequestHeader(self.group, handle.real_topic(msg.topic, self.group), handle.queue_id,
                                          handle.extra_info(), handle.offset)
         response = await self._invoke(msg.topic, handle.broker_name,
-                                      RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_fields()),
+                                      RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_fields(),
+                                                              serialize_type=self.serialize_type),
                                       self.timeout)
         if response.code != ResponseCode.SUCCESS:
             raise error_for_response(response.code, response.remark)
@@ -228,7 +234,8 @@ class PopAPI:
         for broker, acks in by_broker.items():
             body = encode_batch_ack_body(broker, acks)
             response = await self._invoke(topics[broker], broker,
-                                          RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, None, body),
+                                          RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, None, body,
+                                                                  serialize_type=self.serialize_type),
                                           self.timeout)
             if response.code != ResponseCode.SUCCESS:
                 raise error_for_response(response.code, response.remark)
@@ -241,7 +248,8 @@ class PopAPI:
                                                   handle.queue_id, handle.extra_info(), handle.offset, invisible_ms)
         response = await self._invoke(
             msg.topic, handle.broker_name,
-            RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_fields()), self.timeout)
+            RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_fields(),
+                                    serialize_type=self.serialize_type), self.timeout)
         if response.code != ResponseCode.SUCCESS:
             raise error_for_response(response.code, response.remark)
         answer = ChangeInvisibleTimeResponseHeader.from_command(response)

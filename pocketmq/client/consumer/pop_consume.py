@@ -2,7 +2,11 @@
 offsets; every consumer of the group pops from every queue (:class:`~pocketmq.client.consumer.simple.PopReceiver`)
 and hands each message to the handler, then:
 
-* SUCCESS: the message is acked (a batch handler's messages with one BATCH_ACK_MESSAGE);
+* SUCCESS: the message is acked with BATCH_ACK_MESSAGE. One ack request is in flight per broker group at a
+  time; the handlers' acks that come meanwhile leave together, in one request, when it returns (a lone ack
+  leaves at the end of its loop step). Under load this turns one ack request per pop into one per several, which
+  is most of what POP costs beyond a pull on both sides (a request's headers, framing, syscalls); an idle
+  consumer's acks wait for nothing;
 * RECONSUME_LATER (or an exception): below ``max_reconsume_times`` its invisible time is changed to the retry
   delay of its reconsume times (``pop_retry_delays``, RocketMQ's 10 s, 30 s, 1 m ... 2 h) and the broker hands it
   out again then; at ``max_reconsume_times`` it is sent to ``%DLQ%<group>`` (CONSUMER_SEND_MSG_BACK, delay -1)
@@ -12,9 +16,10 @@ and hands each message to the handler, then:
 a failure changes the invisible time of it and of the rest of its pop to ``suspend_current_queue_time``, so the
 queue hands them out again, in order, after that.
 
-Flow control: a pop asks for no more messages than there are free handler slots (``consume_thread_max``), so
-at most that many messages are held. Stopping lets running handlers finish within the grace period; messages
-received and not handled come back after their invisible time.
+Flow control: ``pop_receives`` receives are in flight at once (one for FIFO), and each asks for no more messages
+than the handler slots (``consume_thread_max``) it reserved, so at most that many handler calls' messages are
+held. Stopping lets running handlers finish within the grace period; messages received and not handled come back
+after their invisible time.
 """
 
 from __future__ import annotations
@@ -44,16 +49,83 @@ HandlerCall = Callable[[list[MessageExt]], Awaitable[ConsumeResult]]
 SendBack = Callable[[MessageExt], Awaitable[bool]]
 
 
+class AckMerger:
+    """The handlers' acks, one BATCH_ACK_MESSAGE in flight per broker group; those that come while it is out
+    leave together when it returns. Waiting acks are bounded by the handler slots (each one holds its slot)."""
+
+    def __init__(self, api: PopAPI) -> None:
+        self.api = api
+        self._waiting: dict[str, list[tuple[list[MessageExt], asyncio.Future[None]]]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        #: messages acked since start
+        self.acked = 0
+
+    async def ack(self, messages: list[MessageExt]) -> None:
+        """Ack ``messages`` (of one broker group) together with whatever else waits; raises the request's error."""
+        broker = messages[0].broker_name
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(broker, []).append((messages, future))
+        if broker not in self._tasks:
+            self._tasks[broker] = asyncio.get_running_loop().create_task(self._send(broker))
+        await future
+
+    async def _send(self, broker: str) -> None:
+        try:
+            while waiting := self._waiting.pop(broker, None):
+                live = [(messages, future) for messages, future in waiting if not future.done()]
+                if not live:
+                    continue
+                try:
+                    await self.api.ack_batch([msg for messages, _ in live for msg in messages])
+                except Exception as exc:  # each handler logs it; the messages come back after their invisible time
+                    _settle(live, exc)
+                except BaseException:
+                    for _messages, future in live:
+                        future.cancel()
+                    raise
+                else:
+                    self.acked += sum(len(messages) for messages, _ in live)
+                    _settle(live, None)
+        finally:
+            del self._tasks[broker]
+            for _messages, future in self._waiting.pop(broker, []):  # cancelled (a stopping consumer)
+                future.cancel()
+
+    async def ack_alone(self, msg: MessageExt) -> None:
+        """ACK_MESSAGE for one message now (FIFO, where the next message waits for this one's ack)."""
+        await self.api.ack(msg)
+        self.acked += 1
+
+    async def close(self) -> None:
+        """Cancel what is in flight (after the handlers were drained)."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+
+def _settle(waiting: list[tuple[list[MessageExt], asyncio.Future[None]]], exc: Exception | None) -> None:
+    for _messages, future in waiting:
+        if future.done():
+            continue
+        if exc is None:
+            future.set_result(None)
+        else:
+            future.set_exception(exc)
+
+
 class PopConsumeService(Service):
     """Receives and hands to the handler (see the module docstring)."""
 
     def __init__(self, api: PopAPI, subscriptions: dict[str, SubscriptionData], call: HandlerCall, *,
                  dead_letter: SendBack, workers: int, batch_max_size: int, invisible_time: float,
                  await_duration: float, orderly: bool, max_reconsume_times: int, retry_delays: tuple[float, ...],
-                 suspend_time: float) -> None:
+                 suspend_time: float, receives: int = 1) -> None:
         super().__init__(name=f"pop-consume-{api.group}")
         self.api = api
         self.receiver = PopReceiver(api, subscriptions, fifo=orderly)
+        self.acks = AckMerger(api)
         self.call = call
         self.dead_letter = dead_letter
         self.workers = workers
@@ -64,26 +136,52 @@ class PopConsumeService(Service):
         self.max_reconsume_times = max_reconsume_times
         self.retry_delays = retry_delays or DEFAULT_POP_RETRY_DELAYS
         self.suspend_ms = int(suspend_time * 1000)
+        self.receives = receives
         self._busy = 0
+        self._reserved = 0
         self._free = asyncio.Event()
         self._free.set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.consumed = 0
 
     async def run(self) -> None:
+        # Several receives in flight keep the broker popping while the handlers run; FIFO keeps one, whose
+        # attempt id a retried receive repeats.
+        async with asyncio.TaskGroup() as group:
+            for _ in range(1 if self.orderly else self.receives):
+                group.create_task(self._receive_loop())
+
+    async def _receive_loop(self) -> None:
+        per_slot = self.batch_max_size
         while True:
-            while self._busy >= self.workers:
-                self._free.clear()
-                await self._free.wait()
-            want = min(POP_MAX_MSG_NUMS, (self.workers - self._busy) * self.batch_max_size)
+            slots = await self._reserve(-(-POP_MAX_MSG_NUMS // per_slot))
             try:
-                messages = await self.receiver.receive(want, self.invisible_ms, self.await_duration)
+                messages = await self.receiver.receive(min(POP_MAX_MSG_NUMS, slots * per_slot), self.invisible_ms,
+                                                       self.await_duration)
             except PocketMQError as exc:
+                self._release(slots)
                 log.warning("pop_receive_failed", group=self.api.group, error=str(exc))
                 await asyncio.sleep(RECEIVE_RETRY_DELAY)
                 continue
+            except BaseException:
+                self._release(slots)
+                raise
+            self._release(slots)
             for work in self._split(messages):
                 self._spawn(work)
+
+    async def _reserve(self, most: int) -> int:
+        """Up to ``most`` free handler slots for one receive (at least one), waited for."""
+        while (free := self.workers - self._busy - self._reserved) <= 0:
+            self._free.clear()
+            await self._free.wait()
+        slots = min(free, most)
+        self._reserved += slots
+        return slots
+
+    def _release(self, slots: int) -> None:
+        self._reserved -= slots
+        self._free.set()
 
     def _split(self, messages: list[MessageExt]) -> list[list[MessageExt]]:
         """FIFO: one piece per queue, in order; else handler batches of ``batch_max_size``."""
@@ -111,7 +209,7 @@ class PopConsumeService(Service):
         self.consumed += 1
         try:
             if result is ConsumeResult.SUCCESS:
-                await (self.api.ack(batch[0]) if len(batch) == 1 else self.api.ack_batch(batch))
+                await self.acks.ack(batch)
                 return
             for msg in batch:
                 await self._retry_later(msg)
@@ -121,7 +219,7 @@ class PopConsumeService(Service):
     async def _retry_later(self, msg: MessageExt) -> None:
         if msg.reconsume_times >= self.max_reconsume_times:
             if await self.dead_letter(msg):
-                await self.api.ack(msg)
+                await self.acks.ack_alone(msg)
             return
         delay = self.retry_delays[min(msg.reconsume_times, len(self.retry_delays) - 1)]
         await self.api.change_invisible_time(msg, int(delay * 1000))
@@ -132,10 +230,10 @@ class PopConsumeService(Service):
             self.consumed += 1
             try:
                 if result is ConsumeResult.SUCCESS:
-                    await self.api.ack(msg)
+                    await self.acks.ack_alone(msg)
                     continue
                 if msg.reconsume_times >= self.max_reconsume_times and await self.dead_letter(msg):
-                    await self.api.ack(msg)
+                    await self.acks.ack_alone(msg)
                     continue
                 for later in messages[index:]:  # the queue hands them out again, in order, after the pause
                     await self.api.change_invisible_time(later, self.suspend_ms)
@@ -152,3 +250,4 @@ class PopConsumeService(Service):
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        await self.acks.close()

@@ -261,7 +261,7 @@ class PushConsumer(ClientMember):
             batch_max_size=self._batch_max_size, invisible_time=config.pop_invisible_time,
             await_duration=config.long_polling_timeout, orderly=config.orderly,
             max_reconsume_times=config.max_reconsume_times, retry_delays=config.pop_retry_delays,
-            suspend_time=config.suspend_current_queue_time)
+            suspend_time=config.suspend_current_queue_time, receives=config.pop_receives)
         await self._running_with_routes(instance)
         await instance.send_heartbeat_to_all()
         self._pop.start()
@@ -385,6 +385,11 @@ class PushConsumer(ClientMember):
         if self._pop is not None:
             return self._pop.consumed
         return self._parts.consume.consumed if self._parts is not None else 0
+
+    @property
+    def acked_count(self) -> int:
+        """POP mode: messages acked since start (the other modes commit offsets instead: 0)."""
+        return self._pop.acks.acked if self._pop is not None else 0
 
     @property
     def rebalance_count(self) -> int:
