@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, default=1024, help="message body bytes of the pop phase (1024)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the topics (8)")
     parser.add_argument("--receivers", type=int, default=16, help="concurrent receive loops of the SimpleConsumer (16)")
+    parser.add_argument("--pop-receives", type=int, default=4,
+                        help="receives in flight of the push consumer in POP mode (its pop_receives, 4)")
     parser.add_argument("--ack", choices=("sync", "async"), default="sync",
                         help="pop loops await each ack_batch before the next receive (sync), or receive the next "
                              "batch while it is in flight (async, the Java client's ackAsync)")
@@ -70,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not (1 <= args.count <= 10_000_000 and 8 <= args.size <= 4 << 20 and 1 <= args.receivers <= 256
+            and 1 <= args.pop_receives <= 64
             and 1 <= args.timers <= 10_000_000 and 1 <= args.pending <= 10_000_000 and args.spread > 0
             and args.lead > 0 and 1 <= args.queues <= 1024):
         print("rmq-bench pop-timer: an argument is out of range", file=sys.stderr)
@@ -140,9 +143,10 @@ async def _pop_phase(args: argparse.Namespace, namesrv: str, broker: Child | Non
     if broker is not None:
         await asyncio.to_thread(wait_idle, broker)
     push = await _read_push(namesrv, topic, count, args.duration, broker, pop=False)
-    pop_push = await _read_push(namesrv, topic, count, args.duration, broker, pop=True)
+    pop_push = await _read_push(namesrv, topic, count, args.duration, broker, pop=True, receives=args.pop_receives)
     pop = await _read_pop(namesrv, topic, count, args.duration, args.receivers, args.ack == "async", broker)
     return {"size": args.size, "queues": args.queues, "receivers": args.receivers, "ack": args.ack,
+            "pop_receives": args.pop_receives,
             "push_w4": push, "pop_push": pop_push, "pop": pop,
             "pop_push_over_push": _rate_ratio(push, pop_push), "pop_push_over_push_by_cpu": _cpu_ratio(push, pop_push),
             "pop_over_push": _rate_ratio(push, pop), "pop_over_push_by_cpu": _cpu_ratio(push, pop)}
@@ -164,7 +168,7 @@ def _cpu_ratio(push: dict[str, Any], pop: dict[str, Any]) -> float | None:
 
 
 async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broker: Child | None, *,
-                     pop: bool) -> dict[str, Any]:
+                     pop: bool, receives: int = 4) -> dict[str, Any]:
     """W4 (``pop=False``), or the same consumer in POP mode, whose window closes when every ack is answered."""
     done = asyncio.Event()
     got = 0
@@ -178,7 +182,7 @@ async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broke
     name = "bench-pop-push" if pop else "bench-w4"
     consumer = PushConsumer(name, namesrv_addr=namesrv, instance_name=name, pull_batch_size=32,
                             consume_message_batch_max_size=32, consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
-                            pop=pop, pop_invisible_time=60.0)
+                            pop=pop, pop_invisible_time=60.0, pop_receives=receives)
     consumer.subscribe(topic, "*")
     consumer.register_batch_handler(handler)
     start = _cpu(broker)

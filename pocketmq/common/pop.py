@@ -270,9 +270,13 @@ class BatchAck:
 
     def bit_set(self) -> str:
         """``b``: the offsets as a bit set relative to ``start_offset``, in base64."""
-        bits = 0
-        for offset in self.offsets:
-            bits |= 1 << (offset - self.start_offset)
+        offsets, start = self.offsets, self.start_offset
+        if offsets and offsets == list(range(offsets[0], offsets[0] + len(offsets))):  # a run: a whole pop
+            bits = ((1 << len(offsets)) - 1) << (offsets[0] - start)
+        else:
+            bits = 0
+            for offset in offsets:
+                bits |= 1 << (offset - start)
         return base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode()
 
     def to_json_dict(self) -> dict[str, Any]:

@@ -206,13 +206,13 @@ async def test_push_consumer_pop_mode_pipelines_receives_and_merges_acks(c: Clus
     async with consumer:
         assert consumer._pop is not None
         api = consumer._pop.api
-        ack_batch = api.ack_batch
+        ack_groups = api.ack_groups
 
-        async def counted(messages: Any) -> None:
-            requests.append(len(messages))
-            await ack_batch(messages)
+        async def counted(groups: Any) -> None:
+            requests.append(sum(len(offsets) for _topic, _prefix, offsets in groups))
+            await ack_groups(groups)
 
-        api.ack_batch = counted  # type: ignore[method-assign]
+        api.ack_groups = counted  # type: ignore[method-assign]
         await eventually(lambda: consumer.acked_count == 640, timeout=30, message="all acked")
     assert sorted(seen) == sorted(f"{i}:{j}".encode() for i in range(20) for j in range(32))
     assert most <= 6

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pocketmq.client.consumer.pull_result import decode_body
 from pocketmq.client.core.errors import BrokerNotFoundError, MQClientError
 from pocketmq.client.core.instance import MQClientInstance
-from pocketmq.client.core.message_ext import MessageExt
+from pocketmq.client.core.message_ext import MessageExt, add_property_each, property_each
 from pocketmq.common.message import MessageConst
 from pocketmq.common.pop import (
     BatchAck,
@@ -48,6 +48,7 @@ from pocketmq.remoting.route import TopicRouteData
 __all__ = ["PopAPI", "PopResponse", "popped_messages", "receipt_handle"]
 
 _POP_CK = MessageConst.PROPERTY_POP_CK
+_NO_HANDLE = ("", "", "")
 #: A long-polled request waits this much longer than the broker may hold it (s).
 RPC_MARGIN = 5.0
 #: ``initMode`` of a group's first pop of a queue: its last message (RocketMQ 5's proxy uses MAX).
@@ -74,11 +75,26 @@ def receipt_handle(msg: MessageExt) -> ReceiptHandle:
         raise MQClientError(f"message {msg.msg_id} has a malformed receipt handle: {exc}") from None
 
 
+AckGroup = tuple[str, str, list[int]]
+"""(topic, receipt-handle prefix, offsets): messages of one check point (a pop of one queue) to ack."""
+Run = tuple[str, str, int, int]
+"""(topic, receipt-handle prefix, start, end): ``messages[start:end]`` of a pop response share a check point."""
+
+
 @dataclass(slots=True)
 class PopResponse:
     found: bool
     messages: list[MessageExt]
     rest_num: int = 0
+    #: the runs of messages of one check point, in order (an ack of a slice reads no handle: :func:`ack_groups`)
+    runs: list[Run] = field(default_factory=list)
+
+
+def ack_groups(messages: list[MessageExt], runs: list[Run], start: int, end: int) -> list[AckGroup]:
+    """What acking ``messages[start:end]`` of a pop response means, from its runs: the offsets of each check
+    point, as their receipt handles say (a popped message's handle ends with its queue offset)."""
+    return [(topic, prefix, [msg.queue_offset for msg in messages[max(first, start):min(last, end)]])
+            for topic, prefix, first, last in runs if first < end and last > start]
 
 
 def popped_messages(response: RemotingCommand, topic: str, broker_name: str, order: bool) -> PopResponse:
@@ -98,31 +114,54 @@ def popped_messages(response: RemotingCommand, topic: str, broker_name: str, ord
         counts = parse_order_count_info(header.order_count_info) if order else {}
     except PopFormatError as exc:
         raise PopMessageError(str(exc)) from None
-    # The handle of every message of one (stored topic, queue) differs only by its offset: the prefix and the
-    # offsets listed for it are looked up once per queue, then each message costs one dictionary lookup.
+    # The handle of every message of one (stored topic, queue) differs only by its offset, and a pop's messages
+    # come queue by queue: the prefix and the offsets listed for it are looked up once per run of a queue.
     times = f"{header.pop_time} {header.invisible_time} {header.revive_qid}"
     queues: dict[tuple[str, int], tuple[str, set[int], str]] = {}
-    for msg in messages:
+    handles: list[str] = []
+    runs: list[Run] = []
+    run_start = 0
+    last_topic, last_queue = "", -1
+    prefix, offsets, marker = "", _NO_OFFSETS, ""
+    for index, msg in enumerate(messages):
         stored_topic, queue_id, offset = msg.topic, msg.queue_id, msg.queue_offset
-        known = queues.get((stored_topic, queue_id))
-        if known is None:
-            marker = retry_marker(stored_topic)
-            key = info_key(marker, queue_id)
-            if key not in starts:
-                raise PopMessageError(f"the pop response has no start offset for {stored_topic} queue {queue_id}")
-            known = queues[(stored_topic, queue_id)] = (
-                f"{starts[key]} {times} {marker} {broker_name} {queue_id} ", set(listed.get(key, ())), marker)
-        if offset not in known[1]:
+        if queue_id != last_queue or stored_topic != last_topic:
+            if index:
+                runs.append((topic, prefix[:-1], run_start, index))
+            run_start = index
+            known = queues.get((stored_topic, queue_id))
+            if known is None:
+                known = queues[(stored_topic, queue_id)] = _queue_handle(stored_topic, queue_id, starts, listed,
+                                                                         times, broker_name)
+            prefix, offsets, marker = known
+            last_topic, last_queue = stored_topic, queue_id
+        if offset not in offsets:
             raise PopMessageError(f"the pop response lists no offset for {stored_topic} queue {queue_id} "
                                   f"offset {offset}")
-        msg.add_property(_POP_CK, known[0] + str(offset))
+        handles.append(prefix + str(offset))
         if order:
-            count = counts.get(info_key(known[2], queue_offset_key(queue_id, offset)),
-                               counts.get(info_key(known[2], queue_id)))
+            count = counts.get(info_key(marker, queue_offset_key(queue_id, offset)),
+                               counts.get(info_key(marker, queue_id)))
             if count:
                 msg.reconsume_times = count
         msg.topic = topic
-    return PopResponse(True, messages, header.rest_num)
+    if messages:
+        runs.append((topic, prefix[:-1], run_start, len(messages)))
+    add_property_each(messages, _POP_CK, handles)
+    return PopResponse(True, messages, header.rest_num, runs)
+
+
+_NO_OFFSETS: set[int] = set()  # never changed: the offsets before a first queue
+
+
+def _queue_handle(stored_topic: str, queue_id: int, starts: dict[str, int], listed: dict[str, list[int]],
+                  times: str, broker_name: str) -> tuple[str, set[int], str]:
+    """(handle prefix, offsets listed, retry marker) of one (stored topic, queue) of a pop response."""
+    marker = retry_marker(stored_topic)
+    key = info_key(marker, queue_id)
+    if key not in starts:
+        raise PopMessageError(f"the pop response has no start offset for {stored_topic} queue {queue_id}")
+    return f"{starts[key]} {times} {marker} {broker_name} {queue_id} ", set(listed.get(key, ())), marker
 
 
 class PopAPI:
@@ -212,21 +251,36 @@ class PopAPI:
         """BATCH_ACK_MESSAGE, one request per broker group (the Java client's merge: one bit set per pop of a
         queue); raises the first broker's refusal."""
         groups: dict[tuple[str, str], list[int]] = {}
-        last: tuple[str, str] | None = None
+        last_topic = last_prefix = ""
         listed: list[int] = []
-        for msg in messages:
-            raw = msg.get_property(_POP_CK)
-            prefix, _, offset = (raw or "").rpartition(" ")
-            if not prefix or not offset.lstrip("-").isdigit():
+        for msg, raw in zip(messages, property_each(messages, _POP_CK), strict=True):
+            prefix, _, offset = raw.rpartition(" ") if raw else _NO_HANDLE
+            if prefix != last_prefix or msg.topic != last_topic:  # a pop's messages come together: one lookup
+                if not prefix:
+                    receipt_handle(msg)  # raises the clear error
+                last_prefix, last_topic = prefix, msg.topic
+                listed = groups.setdefault((last_topic, prefix), [])
+            try:
+                listed.append(int(offset))
+            except ValueError:
                 receipt_handle(msg)  # raises the clear error
-            key = (msg.topic, prefix)
-            if key != last:  # the messages of one pop of a queue come together: one lookup per run of them
-                listed, last = groups.setdefault(key, []), key
-            listed.append(int(offset))
+                raise
+        await self.ack_groups([(topic, prefix, offsets) for (topic, prefix), offsets in groups.items()])
+
+    async def ack_groups(self, groups: Sequence[AckGroup]) -> None:
+        """BATCH_ACK_MESSAGE of (topic, handle prefix, offsets) groups, one request per broker group, one bit set
+        per check point; raises the first broker's refusal."""
+        merged: dict[tuple[str, str], list[int]] = {}
+        for topic, prefix, offsets in groups:
+            if offsets:
+                merged.setdefault((topic, prefix), []).extend(offsets)
         by_broker: dict[str, list[BatchAck]] = {}
         topics: dict[str, str] = {}
-        for (topic, prefix), offsets in groups.items():
-            h = ReceiptHandle.decode(f"{prefix} {offsets[0]}")
+        for (topic, prefix), offsets in merged.items():
+            try:
+                h = ReceiptHandle.decode(f"{prefix} {offsets[0]}")
+            except PopFormatError as exc:
+                raise MQClientError(f"a malformed receipt handle: {exc}") from None
             topics[h.broker_name] = topic
             by_broker.setdefault(h.broker_name, []).append(BatchAck(
                 self.group, topic, h.topic_type, h.start_offset, h.queue_id, h.revive_queue_id, h.retrieve_time,

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
-from pocketmq.client.consumer.pop_api import PopAPI
+from pocketmq.client.consumer.pop_api import AckGroup, PopAPI, PopResponse, ack_groups
 from pocketmq.client.consumer.simple import PopReceiver
 from pocketmq.client.consumer.types import DEFAULT_POP_RETRY_DELAYS, ConsumeResult
 from pocketmq.client.core.message_ext import MessageExt
@@ -55,16 +56,15 @@ class AckMerger:
 
     def __init__(self, api: PopAPI) -> None:
         self.api = api
-        self._waiting: dict[str, list[tuple[list[MessageExt], asyncio.Future[None]]]] = {}
+        self._waiting: dict[str, list[tuple[list[AckGroup], int, asyncio.Future[None]]]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         #: messages acked since start
         self.acked = 0
 
-    async def ack(self, messages: list[MessageExt]) -> None:
-        """Ack ``messages`` (of one broker group) together with whatever else waits; raises the request's error."""
-        broker = messages[0].broker_name
+    async def ack(self, broker: str, groups: list[AckGroup]) -> None:
+        """Ack the groups of one broker group together with whatever else waits; raises the request's error."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(broker, []).append((messages, future))
+        self._waiting.setdefault(broker, []).append((groups, sum(len(g[2]) for g in groups), future))
         if broker not in self._tasks:
             self._tasks[broker] = asyncio.get_running_loop().create_task(self._send(broker))
         await future
@@ -72,23 +72,23 @@ class AckMerger:
     async def _send(self, broker: str) -> None:
         try:
             while waiting := self._waiting.pop(broker, None):
-                live = [(messages, future) for messages, future in waiting if not future.done()]
+                live = [entry for entry in waiting if not entry[2].done()]
                 if not live:
                     continue
                 try:
-                    await self.api.ack_batch([msg for messages, _ in live for msg in messages])
+                    await self.api.ack_groups([group for groups, _count, _future in live for group in groups])
                 except Exception as exc:  # each handler logs it; the messages come back after their invisible time
                     _settle(live, exc)
                 except BaseException:
-                    for _messages, future in live:
+                    for _groups, _count, future in live:
                         future.cancel()
                     raise
                 else:
-                    self.acked += sum(len(messages) for messages, _ in live)
+                    self.acked += sum(count for _groups, count, _future in live)
                     _settle(live, None)
         finally:
             del self._tasks[broker]
-            for _messages, future in self._waiting.pop(broker, []):  # cancelled (a stopping consumer)
+            for _groups, _count, future in self._waiting.pop(broker, []):  # cancelled (a stopping consumer)
                 future.cancel()
 
     async def ack_alone(self, msg: MessageExt) -> None:
@@ -105,8 +105,8 @@ class AckMerger:
             await asyncio.wait(tasks)
 
 
-def _settle(waiting: list[tuple[list[MessageExt], asyncio.Future[None]]], exc: Exception | None) -> None:
-    for _messages, future in waiting:
+def _settle(waiting: list[tuple[list[AckGroup], int, asyncio.Future[None]]], exc: Exception | None) -> None:
+    for _groups, _count, future in waiting:
         if future.done():
             continue
         if exc is None:
@@ -156,8 +156,8 @@ class PopConsumeService(Service):
         while True:
             slots = await self._reserve(-(-POP_MAX_MSG_NUMS // per_slot))
             try:
-                messages = await self.receiver.receive(min(POP_MAX_MSG_NUMS, slots * per_slot), self.invisible_ms,
-                                                       self.await_duration)
+                response = await self.receiver.receive_response(min(POP_MAX_MSG_NUMS, slots * per_slot),
+                                                                self.invisible_ms, self.await_duration)
             except PocketMQError as exc:
                 self._release(slots)
                 log.warning("pop_receive_failed", group=self.api.group, error=str(exc))
@@ -167,8 +167,7 @@ class PopConsumeService(Service):
                 self._release(slots)
                 raise
             self._release(slots)
-            for work in self._split(messages):
-                self._spawn(work)
+            self._dispatch(response)
 
     async def _reserve(self, most: int) -> int:
         """Up to ``most`` free handler slots for one receive (at least one), waited for."""
@@ -183,19 +182,25 @@ class PopConsumeService(Service):
         self._reserved -= slots
         self._free.set()
 
-    def _split(self, messages: list[MessageExt]) -> list[list[MessageExt]]:
-        """FIFO: one piece per queue, in order; else handler batches of ``batch_max_size``."""
+    def _dispatch(self, response: PopResponse) -> None:
+        """FIFO: one handler task per queue, its messages in order; else one per ``batch_max_size`` messages,
+        each with what acking them means (from the response's runs, not from each message's handle)."""
+        messages = response.messages
         if self.orderly:
             by_queue: dict[tuple[str, str, int], list[MessageExt]] = collections.defaultdict(list)
             for msg in messages:
                 by_queue[(msg.topic, msg.broker_name, msg.queue_id)].append(msg)
-            return list(by_queue.values())
+            for piece in by_queue.values():
+                self._spawn(self._orderly(piece))
+            return
         size = self.batch_max_size
-        return [messages[i:i + size] for i in range(0, len(messages), size)]
+        for start in range(0, len(messages), size):
+            self._spawn(self._handle(messages[start:start + size], ack_groups(messages, response.runs, start,
+                                                                              start + size)))
 
-    def _spawn(self, work: list[MessageExt]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         self._busy += 1
-        task = asyncio.get_running_loop().create_task(self._orderly(work) if self.orderly else self._handle(work))
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._done)
 
@@ -204,12 +209,12 @@ class PopConsumeService(Service):
         self._busy -= 1
         self._free.set()
 
-    async def _handle(self, batch: list[MessageExt]) -> None:
+    async def _handle(self, batch: list[MessageExt], groups: list[AckGroup]) -> None:
         result = await self.call(batch)
         self.consumed += 1
         try:
             if result is ConsumeResult.SUCCESS:
-                await self.acks.ack(batch)
+                await self.acks.ack(batch[0].broker_name, groups)
                 return
             for msg in batch:
                 await self._retry_later(msg)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any, Unpack
 
 from pocketmq.client.consumer.config import SimpleConsumerArgs, SimpleConsumerConfig
-from pocketmq.client.consumer.pop_api import PopAPI, receipt_handle
+from pocketmq.client.consumer.pop_api import PopAPI, PopResponse, receipt_handle
 from pocketmq.client.consumer.selector import MessageSelector
 from pocketmq.client.consumer.subscription import build_subscription, consumer_data_json, fetch_routes
 from pocketmq.client.consumer.types import ConsumeFromWhere
@@ -82,6 +82,10 @@ class PopReceiver:
 
     async def receive(self, max_nums: int, invisible_ms: int, await_s: float) -> list[MessageExt]:
         """Up to ``max_nums`` messages of one pop; ``[]`` when none came within ``await_s``."""
+        return (await self.receive_response(max_nums, invisible_ms, await_s)).messages
+
+    async def receive_response(self, max_nums: int, invisible_ms: int, await_s: float) -> PopResponse:
+        """:meth:`receive`, with the pop's runs of messages of one check point (not found: no messages)."""
         deadline = time.monotonic() + await_s
         attempt: str | None = None
         if self.fifo:  # a FIFO retry of a failed receive repeats its attempt
@@ -99,13 +103,13 @@ class PopReceiver:
                     continue
                 if response.found:
                     self._attempt = None
-                    return response.messages
+                    return response
             if last_error is not None and len(targets) == 1:
                 raise last_error
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not await self._any_has_message(targets, int(remaining * 1000)):
                 self._attempt = None
-                return []
+                return PopResponse(False, [])
 
     async def _any_has_message(self, targets: Sequence[tuple[SubscriptionData, str]], poll_ms: int) -> bool:
         """NOTIFICATION long polls on every target at once: True as soon as one has something."""

@@ -19,7 +19,7 @@ Every malformed input raises :class:`MessageDecodeError`; never ``IndexError`` o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pocketmq.client.core.compression import decompress_body
@@ -169,10 +169,7 @@ class MessageExt:
 
     def add_property(self, name: str, value: str) -> None:
         """Set one property without parsing the others first (the last item of a name wins for every reader)."""
-        if self._properties is not None:
-            self._properties[name] = value
-        else:
-            self._properties_text += f"\x02{name}\x01{value}" if self._properties_text else f"{name}\x01{value}"
+        add_property_each((self,), name, (value,))
 
     def clear_property(self, name: str) -> None:
         self.properties.pop(name, None)
@@ -327,3 +324,26 @@ def restore_retry_topics(messages: Iterable[MessageExt], consumer_group: str) ->
     for message in messages:
         if message.topic == retry:
             restore_retry_topic(message, consumer_group)
+
+
+def add_property_each(messages: Sequence[MessageExt], name: str, values: Iterable[str]) -> None:
+    """:meth:`MessageExt.add_property` of one name for many messages (a pop's receipt handles): no other property
+    is parsed, and the loop is one call, not one per message."""
+    marker = f"\x02{name}\x01"
+    for msg, value in zip(messages, values, strict=True):
+        props = msg._properties
+        if props is not None:
+            props[name] = value
+        elif msg._properties_text:
+            msg._properties_text += marker + value
+        else:
+            msg._properties_text = f"{name}\x01{value}"
+
+
+def property_each(messages: Iterable[MessageExt], name: str) -> list[str | None]:
+    """:meth:`MessageExt.get_property` of one name for many messages (the receipt handles an ack reads)."""
+    out: list[str | None] = []
+    for msg in messages:
+        props = msg._properties
+        out.append(props.get(name) if props is not None else get_property(msg._properties_text, name))
+    return out
