@@ -7,9 +7,10 @@ Three phases, each bounded in count and time (``--phase``):
   the comparison's W4 reads it (pulls of 32, a batch handler called with 32, offsets committed as it goes), then
   the same push consumer in POP mode (pops of 32, the same batch handler, each message acked; its rate counts a
   message once its ack is answered), then ``--receivers`` loops of one :class:`~pocketmq.client.SimpleConsumer`
-  (``receive(32)`` then ``ack_batch``; ``--ack async``: the next receive while the ack is in flight). Reported:
-  msg/s of each from its start to its last message, the ratios to W4, both processes' CPU per message, and the
-  ratio that CPU predicts.
+  (``receive(32)`` then ``ack_batch``; ``--ack async``: the next receive while the ack is in flight). The three
+  take turns ``--repeat`` times (3), each turn a new group per reader. Reported: msg/s of each from its start to
+  its last message (the median turn of each reader, and every turn's), the ratios of the medians to W4's, both
+  processes' CPU per message in the median turn, and the ratio that CPU predicts.
 * **timers** — ``--timers`` timer messages (100,000) are sent with delivery times spread evenly over
   ``--spread`` seconds (10) that start ``--lead`` seconds (120) after the first send; once the window has passed,
   the topic is read back and each message's lateness is its store time in the topic minus its due time
@@ -52,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, default=1024, help="message body bytes of the pop phase (1024)")
     parser.add_argument("--queues", type=int, default=8, help="queues of the topics (8)")
     parser.add_argument("--receivers", type=int, default=16, help="concurrent receive loops of the SimpleConsumer (16)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="pop phase: read the backlog this many times with each reader, in turns; the medians "
+                             "are compared (3)")
     parser.add_argument("--pop-receives", type=int, default=4,
                         help="receives in flight of the push consumer in POP mode (its pop_receives, 4)")
     parser.add_argument("--ack", choices=("sync", "async"), default="sync",
@@ -72,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not (1 <= args.count <= 10_000_000 and 8 <= args.size <= 4 << 20 and 1 <= args.receivers <= 256
-            and 1 <= args.pop_receives <= 64
+            and 1 <= args.pop_receives <= 64 and 1 <= args.repeat <= 20
             and 1 <= args.timers <= 10_000_000 and 1 <= args.pending <= 10_000_000 and args.spread > 0
             and args.lead > 0 and 1 <= args.queues <= 1024):
         print("rmq-bench pop-timer: an argument is out of range", file=sys.stderr)
@@ -142,14 +146,25 @@ async def _pop_phase(args: argparse.Namespace, namesrv: str, broker: Child | Non
     count = args.count // _FILL_BATCH * _FILL_BATCH
     if broker is not None:
         await asyncio.to_thread(wait_idle, broker)
-    push = await _read_push(namesrv, topic, count, args.duration, broker, pop=False)
-    pop_push = await _read_push(namesrv, topic, count, args.duration, broker, pop=True, receives=args.pop_receives)
-    pop = await _read_pop(namesrv, topic, count, args.duration, args.receivers, args.ack == "async", broker)
+    runs: dict[str, list[dict[str, Any]]] = {"push_w4": [], "pop_push": [], "pop": []}
+    for rep in range(args.repeat):  # the readers take turns, each time as a new group reading the whole backlog
+        runs["push_w4"].append(await _read_push(namesrv, topic, count, args.duration, broker, pop=False, rep=rep))
+        runs["pop_push"].append(await _read_push(namesrv, topic, count, args.duration, broker, pop=True, rep=rep,
+                                                 receives=args.pop_receives))
+        runs["pop"].append(await _read_pop(namesrv, topic, count, args.duration, args.receivers, args.ack == "async",
+                                           broker, rep))
+    push, pop_push, pop = (_median_run(runs[name]) for name in ("push_w4", "pop_push", "pop"))
     return {"size": args.size, "queues": args.queues, "receivers": args.receivers, "ack": args.ack,
-            "pop_receives": args.pop_receives,
+            "pop_receives": args.pop_receives, "repeat": args.repeat,
+            "rates": {name: [r["msg_per_s"] for r in rs] for name, rs in runs.items()},
             "push_w4": push, "pop_push": pop_push, "pop": pop,
             "pop_push_over_push": _rate_ratio(push, pop_push), "pop_push_over_push_by_cpu": _cpu_ratio(push, pop_push),
             "pop_over_push": _rate_ratio(push, pop), "pop_over_push_by_cpu": _cpu_ratio(push, pop)}
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median msg/s (the lower middle one of an even count)."""
+    return sorted(runs, key=lambda r: r["msg_per_s"])[(len(runs) - 1) // 2]
 
 
 def _rate_ratio(push: dict[str, Any], pop: dict[str, Any]) -> float:
@@ -168,7 +183,7 @@ def _cpu_ratio(push: dict[str, Any], pop: dict[str, Any]) -> float | None:
 
 
 async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broker: Child | None, *,
-                     pop: bool, receives: int = 4) -> dict[str, Any]:
+                     pop: bool, rep: int, receives: int = 4) -> dict[str, Any]:
     """W4 (``pop=False``), or the same consumer in POP mode, whose window closes when every ack is answered."""
     done = asyncio.Event()
     got = 0
@@ -179,7 +194,7 @@ async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broke
         if got >= count:
             done.set()
 
-    name = "bench-pop-push" if pop else "bench-w4"
+    name = f"bench-pop-push-{rep}" if pop else f"bench-w4-{rep}"
     consumer = PushConsumer(name, namesrv_addr=namesrv, instance_name=name, pull_batch_size=32,
                             consume_message_batch_max_size=32, consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
                             pop=pop, pop_invisible_time=60.0, pop_receives=receives)
@@ -199,11 +214,11 @@ async def _read_push(namesrv: str, topic: str, count: int, seconds: float, broke
 
 
 async def _read_pop(namesrv: str, topic: str, count: int, seconds: float, receivers: int, ack_async: bool,
-                    broker: Child | None) -> dict[str, Any]:
+                    broker: Child | None, rep: int) -> dict[str, Any]:
     acked = 0
     deadline = time.monotonic() + seconds
-    consumer = SimpleConsumer("bench-pop", namesrv_addr=namesrv, instance_name="bench-pop", await_duration=1.0,
-                              invisible_duration=60.0)
+    consumer = SimpleConsumer(f"bench-pop-{rep}", namesrv_addr=namesrv, instance_name=f"bench-pop-{rep}",
+                              await_duration=1.0, invisible_duration=60.0)
     consumer.subscribe(topic)
 
     async def loop() -> None:
@@ -332,7 +347,8 @@ def _print(summary: dict[str, Any]) -> None:
             by_cpu = pop.get(f"{key}_by_cpu")
             print(f"{label} = {pop[key]:.2f}" + ("" if by_cpu is None else
                   f" (by CPU per message, the busier process of each: {by_cpu:.2f})"))
-        print(f"simple: {pop['receivers']} loops, ack {pop.get('ack', 'sync')}")
+        print(f"simple: {pop['receivers']} loops, ack {pop.get('ack', 'sync')}; medians of {pop['repeat']} turns, "
+              f"msg/s of each: {json.dumps(pop['rates'])}")
     timers = summary.get("timers")
     if timers:
         print(f"timers {json.dumps(timers)}")
