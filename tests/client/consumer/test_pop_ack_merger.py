@@ -17,7 +17,7 @@ from pocketmq.remoting.errors import PocketMQError
 
 class FakeAPI:
     def __init__(self) -> None:
-        self.requests: list[list[bytes]] = []
+        self.requests: list[list[int]] = []
         self.gate = asyncio.Event()
         self.fail: Exception | None = None
 
