@@ -1,9 +1,10 @@
 """RocketMQ 5's features under chaos: a POP consumer group on the run's topic, and a timer workload.
 
-* :class:`PopGroup`: ``consumers`` :class:`~pocketmq.client.SimpleConsumer` objects of one group receive from the
-  run's topic (beside the push consumer group) with a short invisible time, record each message, and ack it.
-  What a broker loses in a crash comes back after the invisible time; the checker wants every acknowledged send
-  delivered to this group too.
+* :class:`PopGroup`: ``consumers`` consumers of one POP group read the run's topic (beside the push consumer group)
+  with a short invisible time, record each message, and ack it: the even ones are
+  :class:`~pocketmq.client.SimpleConsumer` loops (``receive`` then ``ack_batch``), the odd ones push consumers in
+  POP mode (receives in flight, merged acks). What a broker loses in a crash, or an ack it never stored, comes back
+  after the invisible time; the checker wants every acknowledged send delivered to this group too.
 * :class:`TimerWorkload`: one producer sends ``rate`` timer messages a second to :data:`TIMER_TOPIC`, each due
   ``delay_min`` to ``delay_max`` seconds later (``TIMER_DELIVER_MS``), and a push consumer group records when each
   was stored in the topic (fired). The checker wants none lost, none early, and reports how late.
@@ -46,18 +47,36 @@ class PopGroup:
         self.deliveries: list[PopDelivery] = []
         self.dropped_events = 0
         self._t0 = t0
-        self._consumers: list[SimpleConsumer] = []
+        self._consumers: list[SimpleConsumer | PushConsumer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
 
     async def start(self) -> None:
         for i in range(self.count):
+            if i % 2:
+                await self._start_push(f"pop{i}")
+                continue
             consumer = SimpleConsumer(POP_GROUP, namesrv_addr=self.namesrv_addr, instance_name=f"chaos-pop{i}",
                                       await_duration=2.0, invisible_duration=POP_INVISIBLE_TIME)
             consumer.subscribe(self.topic)
             await consumer.start()
             self._consumers.append(consumer)
             self._tasks.append(asyncio.ensure_future(self._loop(consumer, f"pop{i}")))
+
+    async def _start_push(self, name: str) -> None:
+        consumer = PushConsumer(POP_GROUP, namesrv_addr=self.namesrv_addr, instance_name=f"chaos-{name}", pop=True,
+                                pop_invisible_time=POP_INVISIBLE_TIME, consume_message_batch_max_size=16,
+                                long_polling_timeout=2.0, pull_timeout=5.0, shutdown_grace=2.0)
+        consumer.subscribe(self.topic, "*")
+
+        async def handler(messages: list[MessageExt]) -> ConsumeResult:
+            for msg in messages:
+                self._record(name, msg)
+            return ConsumeResult.SUCCESS
+
+        consumer.register_batch_handler(handler)
+        await consumer.start()
+        self._consumers.append(consumer)
 
     async def _loop(self, consumer: SimpleConsumer, name: str) -> None:
         while not self._stop.is_set():

@@ -86,8 +86,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=50.0, help="sends per second per producer")
     p.add_argument("--consumers", type=int, default=2)
     p.add_argument("--queues", type=int, default=4, help="queues of the topic per broker group")
-    p.add_argument("--pop-consumers", type=int, default=1,
-                   help="SimpleConsumers of a POP group on the topic, beside the push group (0: none)")
+    p.add_argument("--pop-consumers", type=int, default=2,
+                   help="consumers of a POP group on the topic, beside the push group: SimpleConsumer loops and "
+                        "push consumers in POP mode by turns (0: none)")
     p.add_argument("--timer-rate", type=float, default=5.0,
                    help="timer messages per second, due 1 to 4 s later, to ChaosTimer (0: none)")
     p.add_argument("--auto-batch", action=argparse.BooleanOptionalAction, default=False)

@@ -2,13 +2,15 @@
 
 Seed 2 with kill and stop faults draws, in this order: SIGKILL + restart of broker-b's master, SIGSTOP of
 broker-a's slave (its SYNC_MASTER then answers FLUSH_SLAVE_TIMEOUT) and SIGKILL + restart of a name server.
-The preset promises that nothing acknowledged is lost while faults do not overlap; the run must also find
-no inconsistent offsets, and the faults must really have been injected. Everything (processes, stores) is
+The preset promises that nothing acknowledged is lost while faults do not overlap, to the push group and to the
+POP group (both its kinds of consumer read); the run must also find no inconsistent offsets, and the faults must
+really have been injected. Everything (processes, stores) is
 the harness's to clean up; the test checks the stores are gone.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.chaos.chaos_support import run_chaos
@@ -21,7 +23,8 @@ def test_a_one_minute_chaos_run_loses_nothing_and_finds_no_inconsistency(tmp_pat
     out, base = tmp_path / "out", tmp_path / "cluster"
     summary, _wall = run_chaos(["--preset", "2m-2s-sync", "--seed", "2", "--faults", "kill,stop", "--warmup", "3",
                                "--duration", "36", "--gap-min", "3", "--gap-max", "6", "--fault-min", "3",
-                               "--fault-max", "6", "--tail", "5", "--drain", "20"], out, base, WALL_LIMIT)
+                               "--fault-max", "6", "--tail", "5", "--drain", "20", "--dump-history"], out, base,
+                              WALL_LIMIT)
     results = summary["results"]
     assert results["loss"]["lost"] == 0
     assert results["consistency"]["inconsistent"] == 0
@@ -30,5 +33,10 @@ def test_a_one_minute_chaos_run_loses_nothing_and_finds_no_inconsistency(tmp_pat
     assert results["loss"]["acknowledged"] > 1000 and summary["drained"]
     assert results["delivery"]["readable_never_delivered"] == 0
     assert not summary["history"]["unread"]
+    # the POP group (a SimpleConsumer loop and a push consumer in POP mode) received every acknowledged send
+    assert results["pop"]["enabled"] and results["pop"]["lost"] == 0
+    pop_readers = {json.loads(line)["pop_delivery"]["consumer"] for line in (out / "history.jsonl").open()
+                   if line.startswith('{"pop_delivery"')}
+    assert pop_readers == {"pop0", "pop1"}
     assert (out / "timeline.svg").read_text().startswith("<svg")
     assert not base.exists() or not any(base.iterdir()), "the harness left its stores behind"
