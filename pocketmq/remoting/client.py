@@ -23,6 +23,8 @@ from pocketmq.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 
 MAX_LOST = 1024
 """Addresses remembered as lost at once (for :meth:`RemotingClient.silent_peers`)."""
+#: Seconds before a peer that answered "not serving" is noted again (:meth:`RemotingClient.note_refusal`).
+REFUSAL_RENEW = 30.0
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -53,6 +55,8 @@ class RemotingClient:
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
         #: address -> when its connection closed, or could not be made (bounded: :data:`MAX_LOST`)
         self._lost: dict[str, float] = {}
+        #: address -> when it last answered that it is not serving (bounded: :data:`MAX_LOST`)
+        self._refusing: dict[str, float] = {}
         self._closed = False
 
     def register(self, code: int, handler: Handler) -> None:
@@ -100,19 +104,27 @@ class RemotingClient:
     def silent_peers(self, threshold: float, lost_within: float = 0.0) -> set[str]:
         """Addresses that have left a request of ours unanswered, saying nothing at all, for over ``threshold``
         seconds (a frozen or cut-off peer; see :meth:`Connection.unanswered_for`), and those whose connection closed
-        or could not be made less than ``lost_within`` seconds ago."""
+        or could not be made, or that answered they are not serving (:meth:`note_refusal`), less than
+        ``lost_within`` seconds ago."""
         silent = {a for a, c in self._connections.items() if not c.is_closed and c.unanswered_for() > threshold}
-        if lost_within > 0 and self._lost:
+        if lost_within > 0 and (self._lost or self._refusing):
             now = time.monotonic()
             silent.update(a for a, at in self._lost.items() if now - at < lost_within and a not in self._connections)
+            silent.update(a for a, at in self._refusing.items() if now - at < lost_within)
         return silent
 
+    def note_refusal(self, addr: str) -> None:
+        """``addr`` answered SERVICE_NOT_AVAILABLE: a slave, or a master of controller mode that stepped down or is
+        fenced. It answers, so neither the wait nor the connection gives it away, but a route naming it as a master
+        is stale: another replica has registered, or is about to, as the master of a newer epoch. A peer that keeps
+        refusing (a full disk) is noted again only :data:`REFUSAL_RENEW` seconds after, so what asks again because of
+        it stops after a while instead of asking as long as it refuses."""
+        at = self._refusing.get(addr)
+        if at is None or time.monotonic() - at >= REFUSAL_RENEW:
+            _note(self._refusing, addr)
+
     def _note_lost(self, addr: str) -> None:
-        lost = self._lost
-        if len(lost) >= MAX_LOST:
-            for old in sorted(lost, key=lost.__getitem__)[:MAX_LOST // 2]:
-                del lost[old]
-        lost[addr] = time.monotonic()
+        _note(self._lost, addr)
 
     async def close(self) -> None:
         self._closed = True
@@ -156,3 +168,11 @@ class RemotingClient:
             del self._connections[addr]
             if not self._closed:
                 self._note_lost(addr)
+
+
+def _note(table: dict[str, float], addr: str) -> None:
+    """``table[addr]`` = now, the table bounded by :data:`MAX_LOST` (its oldest half dropped when full)."""
+    if len(table) >= MAX_LOST:
+        for old in sorted(table, key=table.__getitem__)[:MAX_LOST // 2]:
+            del table[old]
+    table[addr] = time.monotonic()

@@ -114,9 +114,20 @@ def popped_messages(response: RemotingCommand, topic: str, broker_name: str, ord
         counts = parse_order_count_info(header.order_count_info) if order else {}
     except PopFormatError as exc:
         raise PopMessageError(str(exc)) from None
+    times = f"{header.pop_time} {header.invisible_time} {header.revive_qid}"
+    runs = _give_handles(messages, topic, broker_name, times, starts, listed, counts if order else None)
+    return PopResponse(True, messages, header.rest_num, runs)
+
+
+_NO_OFFSETS: set[int] = set()  # never changed: the offsets before a first queue
+
+
+def _give_handles(messages: list[MessageExt], topic: str, broker_name: str, times: str, starts: dict[str, int],
+                  listed: dict[str, list[int]], counts: dict[str, int] | None) -> list[Run]:
+    """Give each popped message its receipt handle (and, FIFO, its delivery count) and the consumed topic's name;
+    returns the runs of messages of one check point."""
     # The handle of every message of one (stored topic, queue) differs only by its offset, and a pop's messages
     # come queue by queue: the prefix and the offsets listed for it are looked up once per run of a queue.
-    times = f"{header.pop_time} {header.invisible_time} {header.revive_qid}"
     queues: dict[tuple[str, int], tuple[str, set[int], str]] = {}
     handles: list[str] = []
     runs: list[Run] = []
@@ -139,7 +150,7 @@ def popped_messages(response: RemotingCommand, topic: str, broker_name: str, ord
             raise PopMessageError(f"the pop response lists no offset for {stored_topic} queue {queue_id} "
                                   f"offset {offset}")
         handles.append(prefix + str(offset))
-        if order:
+        if counts is not None:
             count = counts.get(info_key(marker, queue_offset_key(queue_id, offset)),
                                counts.get(info_key(marker, queue_id)))
             if count:
@@ -148,10 +159,7 @@ def popped_messages(response: RemotingCommand, topic: str, broker_name: str, ord
     if messages:
         runs.append((topic, prefix[:-1], run_start, len(messages)))
     add_property_each(messages, _POP_CK, handles)
-    return PopResponse(True, messages, header.rest_num, runs)
-
-
-_NO_OFFSETS: set[int] = set()  # never changed: the offsets before a first queue
+    return runs
 
 
 def _queue_handle(stored_topic: str, queue_id: int, starts: dict[str, int], listed: dict[str, list[int]],
@@ -190,7 +198,10 @@ class PopAPI:
                       timeout: float) -> RemotingCommand:
         addr = await self._master(topic, broker_name)
         conn = await self.instance.connect(addr, timeout)
-        return await conn.request(request, timeout)
+        response = await conn.request(request, timeout)
+        if response.code == ResponseCode.SERVICE_NOT_AVAILABLE:  # a slave or a deposed master: the route is stale
+            self.instance.remoting.note_refusal(addr)
+        return response
 
     def brokers(self, topic: str) -> list[str]:
         """The broker groups with readable queues of ``topic`` (from the route held)."""

@@ -67,6 +67,38 @@ async def test_producer_takes_a_restarted_master_back_without_waiting_for_the_ro
     assert took < BACK_WITHIN
 
 
+def test_a_peer_that_refuses_is_a_suspect_for_a_while_and_noted_once_per_window() -> None:
+    client = RemotingClient()
+    client.note_refusal("127.0.0.1:1")
+    assert "127.0.0.1:1" in client.silent_peers(60.0, lost_within=5.0)
+    assert "127.0.0.1:1" not in client.silent_peers(60.0)  # only within the window asked for
+    first = client._refusing["127.0.0.1:1"]
+    client.note_refusal("127.0.0.1:1")  # a peer that keeps refusing does not renew its window at once
+    assert client._refusing["127.0.0.1:1"] == first
+
+
+async def test_a_send_refused_as_not_serving_makes_the_master_a_suspect(tmp_path: Path) -> None:
+    """A deposed or fenced master answers SERVICE_NOT_AVAILABLE at once: the producer's instance names it a suspect,
+    so the routes naming it as a master are asked for every quarter second (a chaos run found sends to a group stop
+    for 25 s: the one route lookup the refusal caused came before the new master registered, and nothing asked
+    again until the 30 s poll)."""
+    async with cluster(tmp_path, ("broker-a",)) as c:
+        await create_topic(c, TOPIC, 2)
+        broker = c.brokers["broker-a"]
+        async with Producer("RefusedPG", namesrv_addr=c.namesrv_addr, instance_name=instance_name("p"),
+                            poll_name_server_interval=30.0, send_msg_timeout=1.0, retry_times_when_send_failed=0) \
+                as producer:
+            await producer.send(Message(TOPIC, b"before"))
+            assert broker.store is not None
+            broker.store.set_fenced("the test fences it")
+            try:
+                with contextlib.suppress(MQClientError):
+                    await producer.send(Message(TOPIC, b"refused"))
+                assert broker.addr in producer.instance.remoting.silent_peers(60.0, lost_within=10.0)
+            finally:
+                broker.store.set_fenced(None)
+
+
 def _route(*masters: str) -> TopicRouteData:
     return TopicRouteData(queue_datas=[], broker_datas=[
         BrokerData(cluster="c", broker_name=name, broker_addrs={0: f"127.0.0.1:{10911 + i}"})
