@@ -14,11 +14,11 @@ the last :data:`WATCH_FOR` seconds is asked for again (the route refresher limit
 whose connection closed (or could not be made) or that answered "not serving" (SERVICE_NOT_AVAILABLE: a slave, a
 deposed or fenced master) less than :data:`FAST_FOR` seconds ago, or that has left a request of this client
 unanswered, saying nothing, for over :data:`SUSPECT_AFTER`, is asked for every :data:`SUSPECT_INTERVAL`
-(:meth:`MasterWatch.topics_naming`): a frozen, cut-off or deposed master stays registered, and in controller mode another
-replica takes over and registers as the master of a newer epoch in its place; the client sends to it well within a
-second of that registration instead of at the next poll. A group
-missing for longer stops being watched (it was removed, not restarted); the 30 s poll still sees it come back. A
-healthy cluster costs one pass over the held routes per second and no lookup.
+(:meth:`MasterWatch.topics_naming`): a frozen, cut-off or deposed master stays registered, and in controller mode
+another replica takes over and registers as the master of a newer epoch in its place; the client sends to it well
+within a second of that registration instead of at the next poll. A group missing for longer stops being watched
+(it was removed, not restarted); the 30 s poll still sees it come back. A healthy cluster costs one pass over the
+held routes per second and no lookup.
 """
 
 from __future__ import annotations
