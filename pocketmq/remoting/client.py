@@ -151,6 +151,7 @@ class RemotingClient:
                 on_close=lambda c: self._forget(addr, c),
             )
             conn.before_request = self.before_request
+            conn.on_not_serving = lambda: self.note_refusal(addr)
             return conn
 
         try:

@@ -109,6 +109,8 @@ class Connection(asyncio.Protocol):
         self.refuse = False
         #: Called on every request this side sends, just before it is written (a client's ACL signature).
         self.before_request: Callable[[RemotingCommand], None] | None = None
+        #: Called when the peer answers a request of ours SERVICE_NOT_AVAILABLE (a client notes the peer as stale).
+        self.on_not_serving: Callable[[], None] | None = None
 
     # -- asyncio.Protocol -----------------------------------------------------------------------------
 
@@ -405,6 +407,8 @@ class Connection(asyncio.Protocol):
         if fut is None:
             log.debug("response_without_request", peer=self.remote_addr, opaque=response.opaque)
             return
+        if response.code == ResponseCode.SERVICE_NOT_AVAILABLE and self.on_not_serving is not None:
+            self.on_not_serving()
         if not fut.done():
             fut.set_result(response)
 

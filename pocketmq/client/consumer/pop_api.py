@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pocketmq.client.consumer.pull_result import decode_body
 from pocketmq.client.core.errors import BrokerNotFoundError, MQClientError
 from pocketmq.client.core.instance import MQClientInstance
-from pocketmq.client.core.message_ext import MessageExt, add_property_each, property_each
+from pocketmq.client.core.message_ext import MessageExt, add_property_each
 from pocketmq.common.message import MessageConst
 from pocketmq.common.pop import (
     BatchAck,
@@ -119,9 +119,6 @@ def popped_messages(response: RemotingCommand, topic: str, broker_name: str, ord
     return PopResponse(True, messages, header.rest_num, runs)
 
 
-_NO_OFFSETS: set[int] = set()  # never changed: the offsets before a first queue
-
-
 def _give_handles(messages: list[MessageExt], topic: str, broker_name: str, times: str, starts: dict[str, int],
                   listed: dict[str, list[int]], counts: dict[str, int] | None) -> list[Run]:
     """Give each popped message its receipt handle (and, FIFO, its delivery count) and the consumed topic's name;
@@ -133,7 +130,8 @@ def _give_handles(messages: list[MessageExt], topic: str, broker_name: str, time
     runs: list[Run] = []
     run_start = 0
     last_topic, last_queue = "", -1
-    prefix, offsets, marker = "", _NO_OFFSETS, ""
+    prefix, marker = "", ""
+    offsets: set[int] = set()
     for index, msg in enumerate(messages):
         stored_topic, queue_id, offset = msg.topic, msg.queue_id, msg.queue_offset
         if queue_id != last_queue or stored_topic != last_topic:
@@ -198,10 +196,7 @@ class PopAPI:
                       timeout: float) -> RemotingCommand:
         addr = await self._master(topic, broker_name)
         conn = await self.instance.connect(addr, timeout)
-        response = await conn.request(request, timeout)
-        if response.code == ResponseCode.SERVICE_NOT_AVAILABLE:  # a slave or a deposed master: the route is stale
-            self.instance.remoting.note_refusal(addr)
-        return response
+        return await conn.request(request, timeout)
 
     def brokers(self, topic: str) -> list[str]:
         """The broker groups with readable queues of ``topic`` (from the route held)."""
@@ -264,7 +259,8 @@ class PopAPI:
         groups: dict[tuple[str, str], list[int]] = {}
         last_topic = last_prefix = ""
         listed: list[int] = []
-        for msg, raw in zip(messages, property_each(messages, _POP_CK), strict=True):
+        for msg in messages:
+            raw = msg.get_property(_POP_CK)
             prefix, _, offset = raw.rpartition(" ") if raw else _NO_HANDLE
             if prefix != last_prefix or msg.topic != last_topic:  # a pop's messages come together: one lookup
                 if not prefix:

@@ -121,7 +121,7 @@ class PopConsumeService(Service):
     def __init__(self, api: PopAPI, subscriptions: dict[str, SubscriptionData], call: HandlerCall, *,
                  dead_letter: SendBack, workers: int, batch_max_size: int, invisible_time: float,
                  await_duration: float, orderly: bool, max_reconsume_times: int, retry_delays: tuple[float, ...],
-                 suspend_time: float, receives: int = 1) -> None:
+                 suspend_time: float, receives: int) -> None:
         super().__init__(name=f"pop-consume-{api.group}")
         self.api = api
         self.receiver = PopReceiver(api, subscriptions, fifo=orderly)
@@ -155,18 +155,17 @@ class PopConsumeService(Service):
         per_slot = self.batch_max_size
         while True:
             slots = await self._reserve(-(-POP_MAX_MSG_NUMS // per_slot))
+            response: PopResponse | None = None
             try:
                 response = await self.receiver.receive_response(min(POP_MAX_MSG_NUMS, slots * per_slot),
                                                                 self.invisible_ms, self.await_duration)
             except PocketMQError as exc:
-                self._release(slots)
                 log.warning("pop_receive_failed", group=self.api.group, error=str(exc))
+            finally:
+                self._release(slots)
+            if response is None:
                 await asyncio.sleep(RECEIVE_RETRY_DELAY)
                 continue
-            except BaseException:
-                self._release(slots)
-                raise
-            self._release(slots)
             self._dispatch(response)
 
     async def _reserve(self, most: int) -> int:

@@ -339,11 +339,3 @@ def add_property_each(messages: Sequence[MessageExt], name: str, values: Iterabl
         else:
             msg._properties_text = f"{name}\x01{value}"
 
-
-def property_each(messages: Iterable[MessageExt], name: str) -> list[str | None]:
-    """:meth:`MessageExt.get_property` of one name for many messages (the receipt handles an ack reads)."""
-    out: list[str | None] = []
-    for msg in messages:
-        props = msg._properties
-        out.append(props.get(name) if props is not None else get_property(msg._properties_text, name))
-    return out

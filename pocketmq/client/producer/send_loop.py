@@ -55,7 +55,7 @@ from pocketmq.common.message import MessageConst
 from pocketmq.remoting.codes import ResponseCode
 from pocketmq.remoting.command import RemotingCommand
 from pocketmq.remoting.connection import Connection
-from pocketmq.remoting.errors import PocketMQError, ResponseError, ServiceNotAvailableError
+from pocketmq.remoting.errors import PocketMQError, ResponseError
 
 __all__ = ["ANSWER_GRACE", "MIN_ATTEMPT_BUDGET", "MessageQueueSelector", "RetryPolicy", "SendLoop", "send_result"]
 
@@ -299,9 +299,6 @@ class SendLoop:
             self._call_hook(queue, exc, latency)
         if exc.refresh_route and self._instance is not None:
             self._instance.refresher.request(topic, publish=True)
-            if sent_to is not None and isinstance(exc, ServiceNotAvailableError):
-                # a slave or a deposed master answering: its route is asked for often until it names another
-                self._instance.remoting.note_refusal(sent_to)
         self._log.debug("send_attempt_failed", topic=topic, broker=queue.broker_name, queue_id=queue.queue_id,
                         latency_ms=round(latency, 3), error=str(exc))
 
