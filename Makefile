@@ -10,7 +10,7 @@ ifeq ($(PURE),1)
 export POCKETMQ_PURE_PYTHON := 1
 endif
 
-.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs dist test-installed install-chromium console bench-console docker-engine test-docker
+.PHONY: setup compiled clean-compiled test-pure test lint typecheck pytest namesrv run demo bench bench-store bench-compare install-peers clean docs dist test-installed install-chromium install-node console bench-console docker-engine test-docker
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -41,7 +41,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # Two test processes for everything but the container test, which runs alone afterwards (it builds images).
-pytest: $(STAMP) compiled install-chromium docker-engine
+pytest: $(STAMP) compiled install-chromium install-node docker-engine
 	$(BIN)/pytest -q -n 2 -m "not docker" --durations=30
 	$(BIN)/pytest -q -p no:cacheprovider -m docker
 
@@ -84,6 +84,11 @@ bench-compare: $(STAMP) install-peers
 # own browser download cannot work on these machines); kept when already installed.
 install-chromium:
 	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+
+# Node.js and npm for the official RocketMQ 5 Node.js client's tests (tests/grpc/node.py installs the client from
+# its lock file); Debian's packages when the machine has none, kept when already installed.
+install-node:
+	@{ command -v node && command -v npm; } >/dev/null || { apt-get update && apt-get install -y nodejs npm; }
 
 # The console on a local name server (rmq-console --with-namesrv); add users with `rmq-console adduser`.
 console: $(STAMP)

@@ -27,11 +27,19 @@ async def run(scenario: str, args: dict[str, Any], *, home: Path, timeout: float
               env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one scenario of ``official_client.py`` (``env`` added to its environment) and return what it printed."""
     python = await asyncio.to_thread(official_python)
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "GRPC_ENABLE_FORK_SUPPORT": "false", **(env or {})}
+    return await run_script([str(python), str(SCRIPT)], scenario, args, home=home, timeout=timeout, env=env,
+                            log=home / "logs" / "rocketmq_python" / "rocketmq_client.log")
+
+
+async def run_script(command: list[str], scenario: str, args: dict[str, Any], *, home: Path, timeout: float,
+                     env: dict[str, str], log: Path) -> dict[str, Any]:
+    """``command scenario 'json args'`` in ``home`` (also its ``HOME``: a client's logs go under it, ``log`` is the
+    one shown when it fails), killed after ``timeout`` seconds; the JSON object of its last stdout line."""
     await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "PYTHONUNBUFFERED": "1",
-           "PYTHONDONTWRITEBYTECODE": "1", "GRPC_ENABLE_FORK_SUPPORT": "false", **(env or {})}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **env}
     proc = await asyncio.create_subprocess_exec(
-        str(python), str(SCRIPT), scenario, json.dumps(args), stdin=asyncio.subprocess.DEVNULL,
+        *command, scenario, json.dumps(args), stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(home), env=env)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
@@ -39,9 +47,9 @@ async def run(scenario: str, args: dict[str, Any], *, home: Path, timeout: float
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
-        raise ClientFailed(f"{scenario} did not finish within {timeout} s\n{_log_tail(home)}") from None
+        raise ClientFailed(f"{scenario} did not finish within {timeout} s\n{_log_tail(log)}") from None
     if proc.returncode != 0:
-        raise ClientFailed(f"{scenario} exited {proc.returncode}:\n{err.decode()[-4000:]}\n{_log_tail(home)}")
+        raise ClientFailed(f"{scenario} exited {proc.returncode}:\n{err.decode()[-4000:]}\n{_log_tail(log)}")
     lines = out.decode().strip().splitlines()
     if not lines:
         raise ClientFailed(f"{scenario} printed nothing:\n{err.decode()[-4000:]}")
@@ -49,8 +57,7 @@ async def run(scenario: str, args: dict[str, Any], *, home: Path, timeout: float
     return result
 
 
-def _log_tail(home: Path) -> str:
-    log = home / "logs" / "rocketmq_python" / "rocketmq_client.log"
+def _log_tail(log: Path) -> str:
     try:
         return "client log tail:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-40:])
     except OSError:

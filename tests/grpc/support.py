@@ -16,12 +16,18 @@ from pocketmq.common.config import camel
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.server import ProxyServer
 from tests.client.consumer.consumer_support import Cluster, cluster
-from tests.grpc import official
+from tests.grpc import node, official
 
 #: Brokers that revive fast and check transactions back within a second or two.
 BROKER_PROPS = {"reviveInterval": "100", "transactionCheckInterval": "1000", "transactionTimeOut": "1000",
                 "enablePropertyFilter": "true"}
 _homes = itertools.count()
+#: Long polls the tests' clients are given (ProxyConfig fields): an empty receive ends within seconds, and so does
+#: a consumer's shutdown when it waits for its last long poll to end (the Node.js client does).
+SHORT_POLLS: dict[str, Any] = {"grpc_client_consumer_min_long_polling_timeout_millis": 500,
+                               "grpc_client_consumer_max_long_polling_timeout_millis": 3000}
+#: The official RocketMQ 5 clients the tests drive, each running the same scenarios.
+SDKS = {"python": official.run, "node": node.run}
 
 
 @dataclass
@@ -29,6 +35,8 @@ class ProxyCluster:
     cluster: Cluster
     proxy: ProxyServer
     tmp: Path
+    sdk: str = "python"
+    """The official client :meth:`client` runs when not told (a key of :data:`SDKS`)."""
 
     @property
     def endpoints(self) -> str:
@@ -38,11 +46,12 @@ class ProxyCluster:
     def namesrv_addr(self) -> str:
         return self.cluster.namesrv_addr
 
-    async def client(self, scenario: str, timeout: float = 60.0, **args: Any) -> dict[str, Any]:
-        """One scenario of the official client against this proxy."""
+    async def client(self, scenario: str, timeout: float = 60.0, *, sdk: str | None = None,
+                     **args: Any) -> dict[str, Any]:
+        """One scenario of an official client (``sdk``, else :attr:`sdk`) against this proxy."""
         args.setdefault("endpoints", self.endpoints)
         home = self.tmp / f"client-{next(_homes)}"
-        return await official.run(scenario, args, home=home, timeout=timeout)
+        return await SDKS[sdk or self.sdk](scenario, args, home=home, timeout=timeout)
 
     async def topic(self, name: str, message_type: str = "NORMAL", queues: int = 4) -> None:
         await create_topic(self.namesrv_addr, name, message_type, queues)

@@ -1,7 +1,7 @@
-"""Both protocols on one cluster: PocketMQ's SDK over remoting and the official RocketMQ 5 client over gRPC read
-each other's messages (ids, tags, keys, user properties, born time and host survive both ways); the broker's
-in-process endpoint ("local mode") serves the same client; with ``aclEnable`` the proxy checks the 5.x client's
-``authorization`` against the brokers' plain_acl.yml."""
+"""Both protocols on one cluster: PocketMQ's SDK over remoting and the official RocketMQ 5 clients (Python and
+Node.js) over gRPC read each other's messages (ids, tags, keys, user properties, born time and host survive both
+ways); the broker's in-process endpoint ("local mode") serves the same clients; TLS when configured; with
+``aclEnable`` the proxy checks the 5.x clients' ``authorization`` against the brokers' plain_acl.yml."""
 
 from __future__ import annotations
 
@@ -21,8 +21,15 @@ from pocketmq.proxy.apis import service_pb2 as spb
 from pocketmq.proxy.config import ProxyConfig
 from pocketmq.proxy.server import ProxyServer
 from tests.client.consumer.consumer_support import Recorder, cluster, instance_name, push_consumer
-from tests.grpc import official
-from tests.grpc.support import BROKER_PROPS, ProxyCluster, create_topic, local_proxy_cluster, proxy_cluster
+from tests.grpc.support import (
+    BROKER_PROPS,
+    SDKS,
+    SHORT_POLLS,
+    ProxyCluster,
+    create_topic,
+    local_proxy_cluster,
+    proxy_cluster,
+)
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -30,12 +37,12 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 async def pc(tmp_path: Path) -> AsyncIterator[ProxyCluster]:
-    async with proxy_cluster(tmp_path, ("broker-a", "broker-b"),
-                             grpc_client_consumer_min_long_polling_timeout_millis=500) as running:
+    async with proxy_cluster(tmp_path, ("broker-a", "broker-b"), **SHORT_POLLS) as running:
         yield running
 
 
-async def test_remoting_producer_to_official_consumer(pc: ProxyCluster) -> None:
+@pytest.mark.parametrize("sdk", sorted(SDKS))
+async def test_remoting_producer_to_official_consumer(pc: ProxyCluster, sdk: str) -> None:
     await pc.topic("TCrossIn")
     sent = {}
     async with Producer("CrossPG", namesrv_addr=pc.namesrv_addr, instance_name=instance_name("p")) as producer:
@@ -43,7 +50,7 @@ async def test_remoting_producer_to_official_consumer(pc: ProxyCluster) -> None:
             result = await producer.send(Message("TCrossIn", f"body-{i}".encode(), tags="TagR", keys=[f"k{i}", "x"],
                                                  properties={"origin": "remoting"}))
             sent[result.msg_id] = i
-    got = await pc.client("simple", topic="TCrossIn", group="GCrossIn", want=5, timeout_s=40, await_s=1)
+    got = await pc.client("simple", topic="TCrossIn", group="GCrossIn", want=5, timeout_s=40, await_s=1, sdk=sdk)
     assert {m["message_id"] for m in got["received"]} == set(sent)
     for m in got["received"]:
         i = sent[m["message_id"]]
@@ -52,10 +59,11 @@ async def test_remoting_producer_to_official_consumer(pc: ProxyCluster) -> None:
         assert m["born_host"].startswith("127.0.0.1:") and m["born_ms"] > 0
 
 
-async def test_official_producer_to_remoting_consumer(pc: ProxyCluster) -> None:
+@pytest.mark.parametrize("sdk", sorted(SDKS))
+async def test_official_producer_to_remoting_consumer(pc: ProxyCluster, sdk: str) -> None:
     await pc.topic("TCrossOut")
     sent = await pc.client("produce", topic="TCrossOut", count=5, tag="TagG", keys="key",
-                           properties={"origin": "grpc"})
+                           properties={"origin": "grpc"}, sdk=sdk)
     by_id = {s["message_id"]: s for s in sent["sent"]}
     recorder = Recorder()
     consumer = push_consumer(pc.cluster, "GCrossOut", "TCrossOut", recorder,
@@ -76,14 +84,12 @@ async def test_official_producer_to_remoting_consumer(pc: ProxyCluster) -> None:
         assert msg.properties["__BORNHOST"]
 
 
-async def test_local_mode_broker_serves_the_official_client(tmp_path: Path) -> None:
-    props = {**BROKER_PROPS, "enableGrpcProxy": "true", "grpcServerPort": "0"}
-    async with cluster(tmp_path, ("broker-a",), props) as c:
-        proxy = c.brokers["broker-a"].proxy
-        assert proxy is not None
-        await create_topic(c.namesrv_addr, "TLocal")
-        await create_topic(c.namesrv_addr, "TLocalTx", "TRANSACTION")
-        local = ProxyCluster(c, proxy, tmp_path)
+@pytest.mark.parametrize("sdk", sorted(SDKS))
+async def test_local_mode_broker_serves_the_official_client(tmp_path: Path, sdk: str) -> None:
+    async with local_proxy_cluster(tmp_path, **SHORT_POLLS) as local:
+        local.sdk = sdk
+        await local.topic("TLocal")
+        await local.topic("TLocalTx", "TRANSACTION")
         sent = await local.client("produce", topic="TLocal", count=4)
         tx = await local.client("produce", topic="TLocalTx", count=1, kind="tx", commit=False, wait_check_s=30)
         assert tx["checked"] == [tx["sent"][0]["message_id"]]
@@ -120,7 +126,8 @@ async def test_local_mode_sends_reach_the_store_in_process(tmp_path: Path) -> No
         assert stored.born_host == broker.addr and stored.properties["__BORNHOST"] == "10.1.2.3"
 
 
-async def test_tls_when_configured(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sdk", sorted(SDKS))
+async def test_tls_when_configured(tmp_path: Path, sdk: str) -> None:
     cert, key = tmp_path / "proxy.crt", tmp_path / "proxy.key"
     done = await asyncio.create_subprocess_exec(
         "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
@@ -130,11 +137,11 @@ async def test_tls_when_configured(tmp_path: Path) -> None:
     async with proxy_cluster(tmp_path, tls_cert_path=str(cert), tls_key_path=str(key)) as pc:
         await pc.topic("TTls")
         home = tmp_path / "tls-client"
-        # The client trusts the proxy's certificate through gRPC's root store override.
-        sent = await official.run("produce", {"endpoints": pc.endpoints, "topic": "TTls", "count": 2, "tls": True},
-                                  home=home, env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(cert)})
+        # The client trusts the proxy's certificate through gRPC's root store override (both gRPC stacks read it).
+        sent = await SDKS[sdk]("produce", {"endpoints": pc.endpoints, "topic": "TTls", "count": 2, "tls": True},
+                               home=home, env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(cert)})
         assert not sent["errors"] and len(sent["sent"]) == 2
-        plain = await pc.client("produce", topic="TTls", count=1, request_timeout=1)
+        plain = await pc.client("produce", topic="TTls", count=1, request_timeout=1, sdk=sdk)
         assert not plain["sent"]  # a plaintext client gets nowhere
 
 
@@ -148,7 +155,8 @@ accounts:
 """
 
 
-async def test_acl_checks_the_official_clients_signature_and_permissions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sdk", sorted(SDKS))
+async def test_acl_checks_the_official_clients_signature_and_permissions(tmp_path: Path, sdk: str) -> None:
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL_FILE)
     async with cluster(tmp_path, ("broker-a",), dict(BROKER_PROPS)) as c:
@@ -158,7 +166,7 @@ async def test_acl_checks_the_official_clients_signature_and_permissions(tmp_pat
                                         acl_enable=True, plain_acl_file=str(acl)))
         await proxy.start()
         try:
-            pc = ProxyCluster(c, proxy, tmp_path)
+            pc = ProxyCluster(c, proxy, tmp_path, sdk)
             ok = await pc.client("produce", topic="TAcl", count=2, ak="RocketMQ5", sk="12345678")
             assert not ok["errors"] and len(ok["sent"]) == 2
             wrong = await pc.client("produce", topic="TAcl", count=1, ak="RocketMQ5", sk="wrong-secret")

@@ -1,8 +1,9 @@
-"""The official RocketMQ 5 Python client (``rocketmq-python-client`` 5.1.2, unmodified, in its own environment)
-against a PocketMQ cluster through the gRPC proxy: its Producer sends normal, FIFO, delayed and transactional
-messages (an open transaction is checked back over Telemetry and committed); its SimpleConsumer receives, acks,
-changes invisible durations and sees an unacked message again with ``delivery_attempt == 2``; its PushConsumer
-consumes every message exactly once, FIFO groups in order."""
+"""The official RocketMQ 5 clients, unmodified, against a PocketMQ cluster through the gRPC proxy: each test runs
+with the Python client (``rocketmq-python-client`` 5.1.2, in its own environment) and with the Node.js client
+(``rocketmq-client-nodejs`` 1.0.8). Their Producer sends normal, FIFO, delayed and transactional messages (an open
+transaction is checked back over Telemetry and committed); their SimpleConsumer receives, acks, changes invisible
+durations and sees an unacked message again with ``delivery_attempt == 2``; their PushConsumer consumes every
+message exactly once, FIFO groups in order."""
 
 from __future__ import annotations
 
@@ -12,16 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.grpc.support import ProxyCluster, proxy_cluster
+from tests.grpc.support import SDKS, SHORT_POLLS, ProxyCluster, proxy_cluster
 
 pytestmark = pytest.mark.timeout(150)
 
 
+@pytest.fixture(params=sorted(SDKS))
+def sdk(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-async def pc(tmp_path: Path) -> AsyncIterator[ProxyCluster]:
+async def pc(tmp_path: Path, sdk: str) -> AsyncIterator[ProxyCluster]:
     # Short invisible times and long polls are allowed, so redeliveries come back and empty receives end in seconds.
     async with proxy_cluster(tmp_path, ("broker-a", "broker-b"), min_invisible_time_mills_for_recv=1000,
-                             grpc_client_consumer_min_long_polling_timeout_millis=500) as running:
+                             **SHORT_POLLS) as running:
+        running.sdk = sdk
         yield running
 
 
@@ -82,9 +89,11 @@ async def test_push_consumer_consumes_every_message_exactly_once(pc: ProxyCluste
     assert got["fifo"] is False
 
 
-async def test_a_message_held_longer_than_its_invisible_time_is_renewed_not_redelivered(tmp_path: Path) -> None:
+async def test_a_message_held_longer_than_its_invisible_time_is_renewed_not_redelivered(tmp_path: Path,
+                                                                                       sdk: str) -> None:
     async with proxy_cluster(tmp_path, default_invisible_time_mills=3000, renew_ahead_time_millis=1500,
-                             renew_schedule_period_millis=200) as pc:
+                             renew_schedule_period_millis=200, **SHORT_POLLS) as pc:
+        pc.sdk = sdk
         await pc.topic("TRenew")
         sent = await pc.client("produce", topic="TRenew", count=3)
         got = await pc.client("push", topic="TRenew", group="GRenew", want=3, timeout_s=60, quiet_s=3,
