@@ -80,7 +80,11 @@ class SendOutcome:
     queue: MessageQueue
     msg_id: str
     queue_offset: int
-    commit_log_offset: int
+
+    @property
+    def commit_log_offset(self) -> int:
+        """The record's commit-log offset, from its offset message id (only a transaction's id needs it)."""
+        return decode_message_id(self.msg_id)[2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,8 +316,7 @@ class Backend:
         if response.code not in _SEND_OK:
             raise broker_error(response.code, response.remark)
         header = SendMessageResponseHeader.from_command(response)
-        _host, _port, commit_log_offset = decode_message_id(header.msg_id)
-        return SendOutcome(response.code, queue, header.msg_id, header.queue_offset, commit_log_offset)
+        return SendOutcome(response.code, queue, header.msg_id, header.queue_offset)
 
     async def _remote_send(self, out: Outgoing, queue: MessageQueue, addr: str, request: RemotingCommand,
                            started: float) -> RemotingCommand:

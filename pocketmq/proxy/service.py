@@ -47,6 +47,9 @@ _DEFAULT_RETRY_NEXT_MS = (1000, 5000, 10_000, 30_000, 60_000, 120_000, 180_000, 
                           420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000)
 """A consumer's back-off between delivery attempts: RocketMQ's default ``CustomizedRetryPolicy`` (delay levels)."""
 
+_OK = int(Code.OK)
+"""``Code.OK`` read once: a protobuf enum's attribute is looked up in Python on every access (about 3 µs)."""
+
 Req = TypeVar("Req", bound=ProtoMessage)
 Resp = TypeVar("Resp", bound=ProtoMessage)
 
@@ -361,7 +364,7 @@ class MessagingService:
         if len(outs) == 1:  # what every 5.x client sends: the call's status is the entry's code
             entry = await self._send_one(outs[0], identity)
             code = entry.status.code
-            return spb.SendMessageResponse(status=OK_STATUS if code == Code.OK else status(code), entries=(entry,))
+            return spb.SendMessageResponse(status=OK_STATUS if code == _OK else status(code), entries=(entry,))
         entries = []
         codes: set[int] = set()
         for out in outs:
