@@ -62,6 +62,12 @@ class ProxyCluster:
                                        await admin.master_addrs())
 
 
+def born_near(born_ms: int, sent_ms: int) -> bool:
+    """Whether a message's born time is its client's, taken around the send at ``sent_ms``: the Python client keeps
+    whole seconds (up to 1 s before), the Node.js client the time it builds the request (a little after)."""
+    return sent_ms - 1000 < born_ms <= sent_ms + 10_000
+
+
 async def create_topic(namesrv: str, name: str, message_type: str = "NORMAL", queues: int = 4) -> None:
     """UPDATE_AND_CREATE_TOPIC with ``+message.type=<type>`` on every master (routed when it returns)."""
     admin = AdminClient([namesrv])
