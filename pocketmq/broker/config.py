@@ -101,6 +101,8 @@ class BrokerConfig:
     #: Refuse prepared messages (NO_PERMISSION), as RocketMQ's rejectTransactionMessage.
     reject_transaction_message: bool = False
     # --- end transactions ---
+    #: RECALL_MESSAGE is served (a timer message recalled before it is due), off by default as in RocketMQ.
+    recall_message_enable: bool = False
     # --- POP (RocketMQ 5) ---
     #: Queues of the revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` (POP's check points and acks).
     revive_queue_num: int = field(default=8, metadata={"unit": "count"})

@@ -55,6 +55,7 @@ from pocketmq.broker.processors.commit_log_tail import CommitLogTailProcessor
 from pocketmq.broker.processors.consumer_manage import ConsumerManageProcessor
 from pocketmq.broker.processors.pull import PullMessageProcessor
 from pocketmq.broker.processors.query import QueryMessageProcessor
+from pocketmq.broker.processors.recall import RecallMessageProcessor
 from pocketmq.broker.processors.reply import ReplyMessageProcessor
 from pocketmq.broker.processors.send import SendMessageProcessor
 from pocketmq.broker.registration import (
@@ -334,9 +335,10 @@ class BrokerController(ControllerModeBroker):
         self.replies = ReplyMessageProcessor(
             send=send, clients=self.clients, broker_addr=lambda: self.addr, region_id=self.config.region_id,
             store_reply=lambda: self.config.store_reply_message_enable, trace_on=self.config.trace_on)
+        recall = RecallMessageProcessor(send=send, enabled=lambda: self.config.recall_message_enable)
         for processor in (send, pull, admin, query, self.client_processor, self.consumer_processor, end_transaction,
                           tail, pop, self.replies, TimerMetricsProcessor(lambda: self.timer, self.config.broker_name),
-                          *admin_more):
+                          recall, *admin_more):
             handlers.update(processor.handlers())
         handlers.update(self._controller_handlers())
         if self.metrics is not None:  # latency by request code, messages got per topic

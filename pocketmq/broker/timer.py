@@ -14,6 +14,12 @@ the timer queue from ``queueOffset``, taking back every timer due at or after ``
 never later than the time it was taken, so a timer put after a checkpoint (due after its put) is never skipped;
 one that fired after the last checkpoint fires again after a crash (at least once, never early, never lost).
 The checkpoint is a record too: a slave holds it byte for byte.
+
+Recall (RocketMQ 5.3). A recall is a marker timer message due just after the message it recalls, with
+``TIMER_DEL_UNIQKEY`` = ``<real topic>+<UNIQ_KEY>`` (:mod:`pocketmq.common.recall`). A marker is noted when it
+arrives or is recovered, so its key is known before the original is due; a timer whose key is noted is dropped
+when due instead of delivered, and a marker is never delivered: its key is forgotten when it is due. Both are
+recovered as any timer, so a recall survives a restart and a failover.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pocketmq.broker.redeliver import redelivered, stored_message
 from pocketmq.broker.topic_manager import TopicConfigManager
 from pocketmq.common.logs import get_logger
 from pocketmq.common.message import MessageConst, encode_properties, get_property, parse_properties
+from pocketmq.common.recall import delete_key
 from pocketmq.common.record import MessageRecord, parse_host_port
 from pocketmq.common.service import PeriodicService
 from pocketmq.common.topic import RMQ_SYS_WHEEL_TIMER_TOPIC
@@ -59,6 +66,9 @@ _LATENESS_KEPT = 100_000
 """Recent lateness samples kept for the metrics' percentiles (a bounded window)."""
 _REAL_TOPIC = MessageConst.PROPERTY_REAL_TOPIC
 _REAL_QID = MessageConst.PROPERTY_REAL_QUEUE_ID
+_DEL_KEY = MessageConst.PROPERTY_TIMER_DEL_UNIQKEY
+_DEL_MARKER = _DEL_KEY + "\x01"
+_UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 def now_ms() -> int:
@@ -174,6 +184,10 @@ class TimerMessageService(PeriodicService):
         self.recovered = 0
         #: pending timers per real topic (RocketMQ's ``timingCount``: GET_TIMER_METRICS)
         self.pending_by_topic: dict[str, int] = {}
+        #: recall keys of the pending markers, with how many markers name each (module docstring)
+        self.recalls: dict[str, int] = {}
+        #: timers dropped because they were recalled
+        self.recalled = 0
 
     # -- recovery ----------------------------------------------------------------------------------------
 
@@ -196,7 +210,7 @@ class TimerMessageService(PeriodicService):
             for phys, size, due in CQ_UNIT.iter_unpack(units):
                 if size != BLANK_UNIT_SIZE and due >= read_time:
                     self.wheel.add(due, offset)
-                    self._count(self.store.look_message_by_offset(phys, size), 1)
+                    self._arrived(self.store.look_message_by_offset(phys, size))
                     self.recovered += 1
                 offset += 1
             units.release()
@@ -217,7 +231,34 @@ class TimerMessageService(PeriodicService):
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int) -> None:
         if topic == TIMER_TOPIC:
             self.wheel.add(tags_code, max_offset - 1)
-            self._count(self._record_at(TIMER_TOPIC, max_offset - 1), 1)
+            self._arrived(self._record_at(TIMER_TOPIC, max_offset - 1))
+
+    def _arrived(self, record: MessageRecord | None) -> None:
+        """A pending timer counted in; a recall marker's key noted."""
+        self._count(record, 1)
+        if record is not None and _DEL_MARKER in record.properties:
+            key = get_property(record.properties, _DEL_KEY)
+            if key:
+                self.recalls[key] = self.recalls.get(key, 0) + 1
+
+    def _recall_drops(self, record: MessageRecord) -> bool:
+        """Whether a due timer is not delivered: a recall marker (its key forgotten) or a recalled message."""
+        key = get_property(record.properties, _DEL_KEY) if _DEL_MARKER in record.properties else None
+        if key is not None:
+            left = self.recalls.get(key, 0) - 1
+            if left > 0:
+                self.recalls[key] = left
+            else:
+                self.recalls.pop(key, None)
+        else:
+            uniq = get_property(record.properties, _UNIQ_KEY)
+            topic = get_property(record.properties, _REAL_TOPIC)
+            if uniq is None or topic is None or delete_key(topic, uniq) not in self.recalls:
+                return False
+            self.recalled += 1
+        self._count(record, -1)
+        self.fired_since_checkpoint += 1
+        return True
 
     def _count(self, record: MessageRecord | None, delta: int, topic: str | None = None) -> None:
         """Count a pending timer of ``topic`` (else the record's real topic) in or out."""
@@ -257,6 +298,8 @@ class TimerMessageService(PeriodicService):
             record = self._record_at(TIMER_TOPIC, offset)
             if record is None:
                 log.warning("timer_message_gone", offset=offset, due=deliver)
+                continue
+            if self.recalls and self._recall_drops(record):  # no recall pending: no property read
                 continue
             msg = self._real_message(record, now)
             outcome = self.store.put(msg)
@@ -332,6 +375,7 @@ class TimerMessageService(PeriodicService):
         the recent lateness percentiles (ms)."""
         due = self.wheel.min_due()
         info = {"timerPending": str(self.wheel.pending + len(self._retry)), "timerFired": str(self.fired),
+                "timerRecalled": str(self.recalled),
                 "timerOverdueMs": str(max(0, now_ms() - due) if due is not None else 0)}
         info.update({f"timerLateness{name.title()}Ms": f"{value:.0f}"
                      for name, value in self.lateness_percentiles().items()})

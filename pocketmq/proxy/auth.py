@@ -5,7 +5,7 @@
 ``authorization`` is ``MQv2-HMAC-SHA1 Credential=<accessKey>, SignedHeaders=x-mq-date-time, Signature=<hex>``, the
 signature the HmacSHA1 of the ``x-mq-date-time`` value under the account's secret key (RocketMQ 5's
 ``DefaultAuthenticationContextBuilder``). Each call needs what RocketMQ's ``DefaultAuthorizationContextBuilder``
-asks for: SendMessage and EndTransaction the topic's PUB; ReceiveMessage, AckMessage, QueryAssignment and
+asks for: SendMessage, EndTransaction and RecallMessage the topic's PUB; ReceiveMessage, AckMessage, QueryAssignment and
 ForwardMessageToDeadLetterQueue the group's and the topic's SUB; Heartbeat, ChangeInvisibleDuration and
 NotifyClientTermination the group's SUB; QueryRoute PUB or SUB of the topic; Telemetry what its settings name.
 A refusal is UNAUTHORIZED with the remoting ACL's wording.
@@ -105,7 +105,7 @@ def resources_of(method: str, request: Any) -> dict[str, int]:
     """What a call needs (the module docstring); resources are topics and groups' retry topics."""
     if isinstance(request, spb.SendMessageRequest):
         return {request.messages[0].topic.name: PUB} if request.messages else {}
-    if isinstance(request, spb.EndTransactionRequest):
+    if isinstance(request, spb.EndTransactionRequest | spb.RecallMessageRequest):
         return {request.topic.name: PUB}
     if isinstance(request, spb.ReceiveMessageRequest):
         return {retry_topic(request.group.name): SUB, request.message_queue.topic.name: SUB}

@@ -50,6 +50,8 @@ from pocketmq.remoting.errors import PocketMQError, RemotingConnectError
 from pocketmq.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
+    RecallMessageRequestHeader,
+    RecallMessageResponseHeader,
     SendMessageResponseHeader,
 )
 from pocketmq.remoting.pop_headers import (
@@ -80,6 +82,7 @@ class SendOutcome:
     queue: MessageQueue
     msg_id: str
     queue_offset: int
+    recall_handle: str = ""
 
     @property
     def commit_log_offset(self) -> int:
@@ -316,7 +319,7 @@ class Backend:
         if response.code not in _SEND_OK:
             raise broker_error(response.code, response.remark)
         header = SendMessageResponseHeader.from_command(response)
-        return SendOutcome(response.code, queue, header.msg_id, header.queue_offset)
+        return SendOutcome(response.code, queue, header.msg_id, header.queue_offset, header.recall_handle or "")
 
     async def _remote_send(self, out: Outgoing, queue: MessageQueue, addr: str, request: RemotingCommand,
                            started: float) -> RemotingCommand:
@@ -347,6 +350,16 @@ class Backend:
             await conn.oneway(request)
         except PocketMQError as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"cannot reach {broker_name}: {exc}") from None
+
+    async def recall(self, topic: str, handle: str, broker_name: str) -> str:
+        """RECALL_MESSAGE to ``broker_name``'s master: the recalled message's id; ProxyError for a refusal."""
+        await self.route(topic)
+        header = RecallMessageRequestHeader(topic, topic, handle, broker_name)
+        response = await self.invoke(self.master_addr(broker_name),
+                                     self._request(RequestCode.RECALL_MESSAGE, header.to_fields()))
+        if response.code != ResponseCode.SUCCESS:
+            raise broker_error(response.code, response.remark)
+        return RecallMessageResponseHeader.from_command(response).msg_id
 
     # -- consume -----------------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 RocketMQ 5's proxy in local mode (``LocalMessageService``) hands requests to its broker's processors directly
 instead of over a socket. :class:`LocalBroker` does the same for the requests that need nothing of a connection
-but its address: the send, the transaction's end, the POP calls and the metadata reads. The request is the
+but its address: the send, the transaction's end, the recall, the POP calls and the metadata reads. The request is the
 :class:`~pocketmq.remoting.command.RemotingCommand` the proxy would have put on the wire, given to the same
 handler the broker's remoting server calls (with the broker's request metrics around it), so the checks and the
 answers are the broker's own; only the frame encoding, the loopback socket and the decoding are skipped. A
@@ -31,7 +31,7 @@ log = get_logger("pocketmq.proxy.local")
 LOCAL_CODES = frozenset({
     RequestCode.SEND_MESSAGE_V2, RequestCode.END_TRANSACTION, RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME, RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.GET_TOPIC_CONFIG,
-    RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG,
+    RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, RequestCode.RECALL_MESSAGE,
 })
 """Request codes served in-process; any other goes over remoting."""
 

@@ -21,6 +21,7 @@ from grpc import aio
 from pocketmq.client.core.message_ext import decode_messages
 from pocketmq.common.logs import get_logger
 from pocketmq.common.message import MessageConst
+from pocketmq.common.recall import RecallHandle
 from pocketmq.common.subscription import SubscriptionData
 from pocketmq.common.sysflag import MessageSysFlag
 from pocketmq.proxy import convert
@@ -95,7 +96,7 @@ class MessagingService:
             "UpdateOffset": (self._not_implemented, spb.UpdateOffsetRequest, spb.UpdateOffsetResponse),
             "GetOffset": (self._not_implemented, spb.GetOffsetRequest, spb.GetOffsetResponse),
             "QueryOffset": (self._not_implemented, spb.QueryOffsetRequest, spb.QueryOffsetResponse),
-            "RecallMessage": (self._not_implemented, spb.RecallMessageRequest, spb.RecallMessageResponse),
+            "RecallMessage": (self.recall_message, spb.RecallMessageRequest, spb.RecallMessageResponse),
             "SyncLiteSubscription": (self._not_implemented, spb.SyncLiteSubscriptionRequest,
                                      spb.SyncLiteSubscriptionResponse),
         }
@@ -388,7 +389,19 @@ class MessagingService:
             if identity.client_id:
                 self.clients.note_producer(self._client(identity), out.topic)
         return spb.SendResultEntry(status=OK_STATUS, message_id=out.uniq_key, transaction_id=transaction_id,
-                                   offset=outcome.queue_offset)
+                                   offset=outcome.queue_offset, recall_handle=outcome.recall_handle)
+
+    async def recall_message(self, request: spb.RecallMessageRequest, identity: CallIdentity,
+                             context: aio.ServicerContext[Any, Any]) -> spb.RecallMessageResponse:
+        """A timer message recalled by the handle its send answered (the broker named in it checks the rest)."""
+        topic = request.topic.name
+        check_topic(topic)
+        try:
+            handle = RecallHandle.decode(request.recall_handle)
+        except ValueError as exc:
+            raise ProxyError(Code.BAD_REQUEST, str(exc)) from None
+        message_id = await self.backend.recall(topic, request.recall_handle, handle.broker_name)
+        return spb.RecallMessageResponse(status=OK_STATUS, message_id=message_id)
 
     # -- transactions ------------------------------------------------------------------------------------
 

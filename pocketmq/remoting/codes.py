@@ -76,6 +76,8 @@ class ResponseCode(IntEnum):
     UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
+    #: RocketMQ 5's answer to a request it will not carry out as asked (a recall with a bad handle or time).
+    ILLEGAL_OPERATION = 604
     # --- RocketMQ 5 POP ---
     #: A request field out of range (a POP's ``maxMsgNums`` above 32, a queue id, an invisible time).
     INVALID_PARAMETER = 29
@@ -195,6 +197,8 @@ class RequestCode(IntEnum):
     POLLING_INFO = 200055
     BATCH_ACK_MESSAGE = 200151
     # --- end RocketMQ 5 POP ---
+    #: RocketMQ 5.3's recall of a timer message (header RecallMessageRequestHeader; answer ``msgId``).
+    RECALL_MESSAGE = 370
     # --- RocketMQ 5 proxy (reads one consumer group's settings) ---
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     # --- end RocketMQ 5 proxy ---

@@ -315,6 +315,23 @@ class SendMessageResponseHeader(CommandHeader):
     transaction_id: str | None = None
     msg_region: str | None = wire("MSG_REGION", None)
     trace_on: str | None = wire("TRACE_ON", None)
+    #: A timer message's recall handle (:mod:`pocketmq.common.recall`).
+    recall_handle: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallMessageRequestHeader(CommandHeader):
+    """RECALL_MESSAGE (370)."""
+
+    producer_group: str
+    topic: str
+    recall_handle: str
+    broker_name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecallMessageResponseHeader(CommandHeader):
+    msg_id: str
 
 
 # -- admin and client management -----------------------------------------------------------------------

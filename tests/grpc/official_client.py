@@ -73,12 +73,13 @@ def receipt(result: Any, sent_ms: int, i: int) -> dict[str, Any]:
 
 def produce(args: dict[str, Any]) -> dict[str, Any]:
     """Send ``count`` messages of ``kind`` (normal, fifo, delay, tx); tx: ``commit`` commits, else leaves it open and
-    waits for the broker's check-back (the checker commits)."""
+    waits for the broker's check-back (the checker commits); ``recall_every`` n: recall every n-th message sent (by
+    its receipt's recall handle)."""
     checker = Checker()
     producer = Producer(config(args), (args["topic"],), checker if args.get("kind") == "tx" else None,
                         tls_enable=args.get("tls", False))
     producer.startup()
-    sent, errors = [], []
+    sent, errors, recalled = [], [], []
     try:
         deadline = time.monotonic() + args.get("duration_s", 0)
         i = 0
@@ -94,6 +95,8 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
                 else:
                     result = producer.send(msg)
                 sent.append(receipt(result, sent_ms, i))
+                if args.get("recall_every") and i % args["recall_every"] == 0:
+                    recalled.append(producer.recall_message(args["topic"], result.recall_handle))
             except Exception as exc:  # recorded: the caller asserts on what was and was not acknowledged
                 errors.append({"i": i, "error": repr(exc)[:300]})
             i += 1
@@ -105,7 +108,7 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
         time.sleep(args.get("linger_s", 0))
     finally:
         producer.shutdown()
-    return {"sent": sent, "errors": errors, "checked": checker.checked}
+    return {"sent": sent, "errors": errors, "checked": checker.checked, "recalled": recalled}
 
 
 def message_record(msg: Any) -> dict[str, Any]:

@@ -17,10 +17,12 @@ from grpc import aio
 
 from pocketmq.admin.api import AdminClient, AdminError
 from pocketmq.admin.api_ops import consumer_connection
+from pocketmq.common.recall import RecallHandle
 from pocketmq.proxy.apis import definition_pb2 as pb
 from pocketmq.proxy.apis import service_pb2 as spb
 from tests.grpc.support import ProxyCluster, local_proxy_cluster, proxy_cluster
 from tests.helpers import eventually
+from tests.pop.java_pop import now_ms
 
 pytestmark = pytest.mark.timeout(90)
 Code = pb.Code
@@ -165,8 +167,7 @@ async def test_bad_filter_and_invisible_time(pc: ProxyCluster, channel: aio.Chan
 async def test_calls_not_served_answer_not_implemented(pc: ProxyCluster, channel: aio.Channel) -> None:
     for method, request, response in (("UpdateOffset", spb.UpdateOffsetRequest(), spb.UpdateOffsetResponse),
                                       ("GetOffset", spb.GetOffsetRequest(), spb.GetOffsetResponse),
-                                      ("QueryOffset", spb.QueryOffsetRequest(), spb.QueryOffsetResponse),
-                                      ("RecallMessage", spb.RecallMessageRequest(), spb.RecallMessageResponse)):
+                                      ("QueryOffset", spb.QueryOffsetRequest(), spb.QueryOffsetResponse)):
         answer = await asyncio.wait_for(call(channel, method, request, response), 10)
         assert answer.status.code == Code.NOT_IMPLEMENTED and method in answer.status.message
     stub: Any = channel.unary_stream(SERVICE + "PullMessage", request_serializer=lambda m: m.SerializeToString(),
@@ -178,6 +179,23 @@ async def test_calls_not_served_answer_not_implemented(pc: ProxyCluster, channel
     with pytest.raises(aio.AioRpcError) as caught:
         await unknown(b"", timeout=10)
     assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_recall_refusals(pc: ProxyCluster, channel: aio.Channel) -> None:
+    await pc.topic("TBadRecall", "DELAY")
+
+    async def code(topic: str, handle: str) -> int:
+        request = spb.RecallMessageRequest(topic=pb.Resource(name=topic), recall_handle=handle)
+        answer = await asyncio.wait_for(call(channel, "RecallMessage", request, spb.RecallMessageResponse), 10)
+        return int(answer.status.code)
+
+    assert await code("TBadRecall", "not a handle") == Code.BAD_REQUEST
+    assert await code("", "x") == Code.ILLEGAL_TOPIC
+    unknown_broker = RecallHandle("TBadRecall", "broker-z", str(now_ms() + 60_000), "u").encode()
+    assert await code("TBadRecall", unknown_broker) == Code.BAD_REQUEST  # no master of broker-z is known
+    # A well-formed handle: the broker is asked, and refuses while recallMessageEnable is false (its default).
+    handle = RecallHandle("TBadRecall", "broker-a", str(now_ms() + 60_000), "u").encode()
+    assert await code("TBadRecall", handle) == Code.FORBIDDEN
 
 
 def settings_command(group: str = "GTele") -> spb.TelemetryCommand:

@@ -87,10 +87,14 @@ async def test_official_producer_to_remoting_consumer(pc: ProxyCluster, sdk: str
 
 @pytest.mark.parametrize("sdk", sorted(SDKS))
 async def test_local_mode_broker_serves_the_official_client(tmp_path: Path, sdk: str) -> None:
-    async with local_proxy_cluster(tmp_path, **SHORT_POLLS) as local:
+    async with local_proxy_cluster(tmp_path, {"recallMessageEnable": "true"}, **SHORT_POLLS) as local:
         local.sdk = sdk
         await local.topic("TLocal")
         await local.topic("TLocalTx", "TRANSACTION")
+        await local.topic("TLocalDelay", "DELAY")
+        delayed = await local.client("produce", topic="TLocalDelay", count=2, kind="delay", delay_s=30,
+                                     recall_every=2)
+        assert delayed["recalled"] == [delayed["sent"][0]["message_id"]]  # RECALL_MESSAGE taken in-process
         sent = await local.client("produce", topic="TLocal", count=4)
         tx = await local.client("produce", topic="TLocalTx", count=1, kind="tx", commit=False, wait_check_s=30)
         assert tx["checked"] == [tx["sent"][0]["message_id"]]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.grpc.support import SDKS, SHORT_POLLS, ProxyCluster, born_near, proxy_cluster
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -131,6 +132,22 @@ async def test_delayed_messages_arrive_no_earlier_than_asked(pc: ProxyCluster) -
     for m in got["received"]:
         assert m["delivery_ms"] >= sent_ms[m["message_id"]] + 2000  # whole seconds: at least 2 s after the send
         assert m["received_ms"] >= m["delivery_ms"]
+
+
+async def test_recalled_delayed_messages_never_arrive(tmp_path: Path, sdk: str) -> None:
+    async with proxy_cluster(tmp_path, props={"recallMessageEnable": "true"}, **SHORT_POLLS) as pc:
+        pc.sdk = sdk
+        await pc.topic("TRecall", "DELAY")
+        sent = await pc.client("produce", topic="TRecall", count=4, kind="delay", delay_s=3, recall_every=2)
+        assert not sent["errors"]
+        ids = [s["message_id"] for s in sent["sent"]]
+        assert sent["recalled"] == ids[0::2]  # messages 0 and 2, by the handles their sends answered
+        got = await pc.client("simple", topic="TRecall", group="GRecall", want=2, timeout_s=40, await_s=1)
+        assert sorted(m["message_id"] for m in got["received"]) == sorted(ids[1::2])
+        # Both markers are due and the two recalled messages were dropped: nothing more can arrive.
+        timers = [b.timer for b in pc.cluster.brokers.values() if b.timer is not None]
+        await eventually(lambda: sum(t.recalled for t in timers) == 2 and not any(t.recalls for t in timers),
+                         timeout=10, message="the recalled messages dropped when due")
 
 
 async def test_transactions_commit_and_an_open_one_is_checked_back_over_telemetry(pc: ProxyCluster) -> None:

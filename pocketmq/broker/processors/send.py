@@ -23,6 +23,7 @@ from pocketmq.broker.transaction.bridge import to_half_message
 from pocketmq.broker.transaction.service import TransactionalMessageService
 from pocketmq.common.batch import decode_batch_body
 from pocketmq.common.message import MessageConst, get_property, join_properties
+from pocketmq.common.recall import RecallHandle
 from pocketmq.common.record import MAX_PROPERTIES_LENGTH, encode_host
 from pocketmq.common.sysflag import MessageSysFlag
 from pocketmq.common.topic import (
@@ -161,9 +162,10 @@ class SendMessageProcessor:
             reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
         )
         stored = self.store.put(msg)
+        timer = properties if TIMER_MARKER in properties and not dead_letter else None
         if isinstance(stored, PutMessageResult):
-            return self.respond(req, stored, queue_id)
-        return self._respond_when_stored(req, stored, queue_id)
+            return self.respond(req, stored, queue_id, timer_properties=timer)
+        return self._respond_when_stored(req, stored, queue_id, timer_properties=timer)
 
     # -- checks -------------------------------------------------------------------------------------------
 
@@ -256,6 +258,19 @@ class SendMessageProcessor:
             self._born_hosts[conn] = host
         return host
 
+    def _recall_handle(self, req: RemotingCommand, properties: str) -> str | None:
+        """A stored timer message's recall handle (:mod:`pocketmq.common.recall`). Read after the put: the time it
+        names (due + 1 ms) is then never before the store's own due, which a relative delay counts from its put."""
+        topic = req.field("b") or req.field("topic") or ""
+        uniq = get_property(properties, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if not uniq or is_retry_topic(topic):
+            return None
+        try:
+            due = check_timer(properties, int(time.time() * 1000), self.store.config.timer_max_delay_sec * 1000)
+        except TimerIllegal:
+            return None
+        return RecallHandle(topic, self.broker_name, str(due + 1), uniq).encode() if due is not None else None
+
     # -- puts ---------------------------------------------------------------------------------------------
 
     def _put_half(self, req: RemotingCommand, header: SendHeader, topic: str, body: bytes, queue_id: int,
@@ -315,12 +330,14 @@ class SendMessageProcessor:
         return self._respond_when_stored(req, stored, queue_id, batch=True)
 
     async def _respond_when_stored(self, req: RemotingCommand, stored: Awaitable[PutMessageResult], queue_id: int,
-                                   batch: bool = False) -> RemotingCommand:
-        return self.respond(req, await stored, queue_id, batch)
+                                   batch: bool = False, timer_properties: str | None = None) -> RemotingCommand:
+        return self.respond(req, await stored, queue_id, batch, timer_properties=timer_properties)
 
     def respond(self, req: RemotingCommand, result: PutMessageResult, queue_id: int,
-                batch: bool = False, stored_topic: str | None = None) -> RemotingCommand:
-        """The send's answer for a put's result (msgId, queueId, queueOffset, region and trace switch when stored)."""
+                batch: bool = False, stored_topic: str | None = None,
+                timer_properties: str | None = None) -> RemotingCommand:
+        """The send's answer for a put's result (msgId, queueId, queueOffset, region and trace switch when stored;
+        a timer message's recall handle when ``timer_properties`` are a timer's)."""
         code, remark = put_status_to_response(result.status)
         append = result.append_result
         if not result.status.is_stored or append is None:
@@ -330,6 +347,10 @@ class SendMessageProcessor:
         msg_id = ",".join(append.msg_ids) if batch else append.msg_id
         fields = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(append.queue_offset),
                   **self._extra_fields}
+        if timer_properties is not None:
+            handle = self._recall_handle(req, timer_properties)
+            if handle is not None:
+                fields["recallHandle"] = handle
         if self.on_stored is not None:
             self.on_stored(stored_topic or req.field("b") or req.field("topic") or "", append.msg_num,
                            append.wrote_bytes)

@@ -249,6 +249,8 @@ class SendResult:
     region_id: str = DEFAULT_REGION
     trace_on: bool = True
     transaction_id: str | None = None
+    #: A timer message's recall handle, for :meth:`pocketmq.client.producer.producer.Producer.recall_message`.
+    recall_handle: str | None = None
 
 
 def _required_int(ext_fields: Mapping[str, str], name: str) -> int:
@@ -293,6 +295,7 @@ def send_result_from_response(
         region_id=fields.get(MessageConst.PROPERTY_MSG_REGION) or DEFAULT_REGION,
         trace_on=fields.get(MessageConst.PROPERTY_TRACE_SWITCH) != _WAIT_FALSE,
         transaction_id=fields.get("transactionId"),
+        recall_handle=fields.get("recallHandle"),
     )
 
 

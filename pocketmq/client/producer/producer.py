@@ -59,6 +59,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Unpack
 
 from pocketmq.client.core.errors import (
+    MQClientError,
     ProducerStateError,
     RequestTimeoutError,
     is_retriable_async_error,
@@ -82,11 +83,14 @@ from pocketmq.client.producer.send_loop import MessageQueueSelector, RetryPolicy
 from pocketmq.client.producer.topic_publish import TopicPublishInfo
 from pocketmq.common.logs import get_logger
 from pocketmq.common.message import MessageConst
+from pocketmq.common.recall import RecallHandle
 from pocketmq.common.service import periodic
 from pocketmq.common.topic import reply_topic
-from pocketmq.remoting.codes import FLAG_ONEWAY
-from pocketmq.remoting.errors import BufferFullError, PocketMQError
-from pocketmq.remoting.route import TopicRouteData
+from pocketmq.remoting.codes import FLAG_ONEWAY, RequestCode, ResponseCode
+from pocketmq.remoting.command import RemotingCommand
+from pocketmq.remoting.errors import BufferFullError, PocketMQError, error_for_response
+from pocketmq.remoting.headers import RecallMessageRequestHeader, RecallMessageResponseHeader
+from pocketmq.remoting.route import MASTER_ID, TopicRouteData
 
 if TYPE_CHECKING:
     from pocketmq.client.trace.hooks import TraceSession
@@ -517,6 +521,28 @@ class Producer(ClientMember):
     async def view_message(self, topic: str, msg_id: str) -> MessageExt:
         """The stored message named by an offset message id or a client unique id (``SendResult.msg_id``)."""
         return await querier_for(self.instance, self._timeout).view_message(topic, msg_id)
+
+    async def recall_message(self, topic: str, recall_handle: str, *, timeout: float | None = None) -> str:
+        """Recall a timer message before it is due, by the ``SendResult.recall_handle`` its send answered
+        (RocketMQ 5.3's ``recallMessage``): the recalled message's id. The broker must have
+        ``recallMessageEnable=true``; a recall that comes after the delivery succeeds and changes nothing.
+        ValueError for a handle that does not decode, the broker's refusal as its error."""
+        if self._state is not State.RUNNING:
+            self._raise_not_running()
+        check_topic(topic)
+        handle = RecallHandle.decode(recall_handle)
+        budget = self._budget(timeout)
+        route = await self.instance.refresher.fetch_route(topic, budget)
+        addr = next((b.broker_addrs.get(MASTER_ID) for b in (route.broker_datas if route else ())
+                     if b.broker_name == handle.broker_name), None)
+        if addr is None:
+            raise MQClientError(f"no master of {handle.broker_name} serves {topic}")
+        header = RecallMessageRequestHeader(self.group, topic, recall_handle, handle.broker_name)
+        answer = await self.instance.remoting.invoke(
+            addr, RemotingCommand.request(RequestCode.RECALL_MESSAGE, header.to_fields()), budget)
+        if answer.code != ResponseCode.SUCCESS:
+            raise error_for_response(answer.code, answer.remark, addr)
+        return RecallMessageResponseHeader.from_command(answer).msg_id
 
 
 def _run_callback(callback: SendCallback, task: asyncio.Future[SendResult]) -> None:

@@ -330,6 +330,6 @@ def send_result(
             return SendResult(_SEND_OK, msg_id, offset_msg_id, queue, queue_offset,
                               ext.get(MessageConst.PROPERTY_MSG_REGION) or DEFAULT_REGION,
                               ext.get(MessageConst.PROPERTY_TRACE_SWITCH) != "false",
-                              ext.get("transactionId"))
+                              ext.get("transactionId"), ext.get("recallHandle"))
     return send_result_from_response(response.code, ext, message_queue=queue, msg_id=msg_id,
                                      remark=response.remark, addr=masters.get(queue.broker_name))

@@ -57,11 +57,12 @@ async function produce(args) {
     checker: args.kind === 'tx' ? checker : undefined });
   const sent = [];
   const errors = [];
+  const recalled = [];
   try {
     await producer.startup(); // fetches the topic's route: a refusal is this client's first error
   } catch (err) {
     errors.push({ i: 0, error: `startup: ${failure(err)}` });
-    return { sent, errors, checked };
+    return { sent, errors, checked, recalled };
   }
   try {
     const deadline = Date.now() + (args.duration_s || 0) * 1000;
@@ -78,6 +79,9 @@ async function produce(args) {
         }
         sent.push({ i, message_id: receipt.messageId, transaction_id: receipt.transactionId,
           offset: Number(receipt.offset), sent_ms: sentMs });
+        if (args.recall_every && i % args.recall_every === 0) {
+          recalled.push((await producer.recallMessage(args.topic, receipt.recallHandle)).messageId);
+        }
       } catch (err) { // recorded: the caller asserts on what was and was not acknowledged
         errors.push({ i, error: failure(err) });
       }
@@ -89,7 +93,7 @@ async function produce(args) {
   } finally {
     await producer.shutdown();
   }
-  return { sent, errors, checked };
+  return { sent, errors, checked, recalled };
 }
 
 async function simple(args) {
