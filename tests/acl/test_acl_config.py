@@ -124,3 +124,12 @@ def test_odd_heartbeat_bodies_name_what_they_can(body: bytes) -> None:
 
     needs = required_resources(RemotingCommand.request(RequestCode.HEART_BEAT, None, body))
     assert needs in ({}, {"%RETRY%G": SUB, "T": SUB})
+
+
+def test_a_recall_needs_the_topics_pub() -> None:
+    from pocketmq.remoting.codes import RequestCode
+    from pocketmq.remoting.command import RemotingCommand
+    from pocketmq.remoting.plain_acl.permission import required_resources
+
+    fields = {"producerGroup": "PG", "topic": "TRecall", "recallHandle": "h", "brokerName": "broker-a"}
+    assert required_resources(RemotingCommand.request(RequestCode.RECALL_MESSAGE, fields)) == {"TRecall": PUB}

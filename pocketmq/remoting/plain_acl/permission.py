@@ -90,6 +90,8 @@ def required_resources(request: RemotingCommand) -> dict[str, int]:
         add(_group_resource(ext.get("consumerGroup")), SUB)
     elif code == RequestCode.QUERY_MESSAGE:
         add(ext.get("topic"), SUB)
+    elif code == RequestCode.RECALL_MESSAGE:  # RocketMQ 5's authorization asks the topic's PUB for a recall
+        add(ext.get("topic"), PUB)
     elif code == RequestCode.HEART_BEAT:
         _heartbeat_resources(request, add)
     elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
