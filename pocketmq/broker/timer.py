@@ -244,7 +244,7 @@ class TimerMessageService(PeriodicService):
     def _recall_drops(self, record: MessageRecord) -> bool:
         """Whether a due timer is not delivered: a recall marker (its key forgotten) or a recalled message."""
         key = get_property(record.properties, _DEL_KEY) if _DEL_MARKER in record.properties else None
-        if key is not None:
+        if key:  # an empty key names nothing: such a timer is delivered, as it was never noted
             left = self.recalls.get(key, 0) - 1
             if left > 0:
                 self.recalls[key] = left

@@ -78,6 +78,8 @@ async def test_a_recalled_timer_is_never_delivered_and_the_others_are(client: Ra
     assert RecallHandle.decode(handles["u1"]) == RecallHandle("TRecall", "broker-a", str(due + 1), "u1")
     plain = await send(client, "TRecall", b"now", UNIQ_KEY="plain")
     assert plain.code == 0 and "recallHandle" not in plain.ext  # only a timer gets one
+    empty = await send(client, "TRecall", b"empty", TIMER_DELIVER_MS=str(due), TIMER_DEL_UNIQKEY="", UNIQ_KEY="e")
+    assert empty.code == 0  # a marker naming nothing is an ordinary timer
     answer = await recall(client, "TRecall", handles["u1"])
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     assert answer.ext["msgId"] == "u1"
@@ -86,8 +88,8 @@ async def test_a_recalled_timer_is_never_delivered_and_the_others_are(client: Ra
     # The marker fired too (its key is forgotten) and the original was dropped: nothing of u1 can come later.
     await eventually(lambda: timer.recalled == 1 and not timer.recalls and timer.wheel.pending == 0, timeout=10,
                      message="the recalled timer dropped and its marker due")
-    assert await delivered(client, "TRecall", 3) == [b"b0", b"b2", b"now"]
-    assert timer.fired == 2 and timer.pending_by_topic == {}
+    assert await delivered(client, "TRecall", 4) == [b"b0", b"b2", b"empty", b"now"]
+    assert timer.fired == 3 and timer.pending_by_topic == {}
 
 
 async def test_refusals(client: RawClient, broker: BrokerController) -> None:
