@@ -238,6 +238,12 @@ async def _replicated_group(tmp: Path) -> tuple[str, str]:
         assert master.store is not None and slave.store is not None
         m, s = master.store, slave.store
         await eventually(lambda: s.flushed_phy_offset == m.max_phy_offset, message="the slave flushed everything")
+        ha = master.ha_service
+        assert ha is not None
+        # The master's export ends at min(its flushed end, the slave's acknowledgement as the master knows it):
+        # both reach the end a moment after the slave has flushed (ASYNC_FLUSH, the slave's next report).
+        await eventually(lambda: m.flushed_phy_offset == m.max_phy_offset == ha.confirm_offset,
+                         message="the master flushed everything and knows the slave has it")
         argv = ["--cluster", "C", "--broker-name", "broker-r", "--quiet"]
         assert await asyncio.to_thread(export_main, [
             *argv, "--store-dir", m.config.store_path_root_dir, "--out", str(tmp / "master"),
