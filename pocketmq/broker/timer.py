@@ -201,8 +201,9 @@ class TimerMessageService(PeriodicService):
             return
         read_time = checkpoint.read_time_ms if checkpoint else 0
         offset = max(checkpoint.queue_offset if checkpoint else 0, cq.min_offset)
-        end = cq.max_offset
-        while offset < end:
+        # The end is read again each batch: a unit dispatched while the scan yields (a takeover's replicated tail)
+        # is scanned, and none can come between the last read and the arrival listener (no yield after it).
+        while offset < (end := cq.max_offset):
             units = cq.get_units(offset, min(_SCAN_BATCH, end - offset))
             if units is None:
                 offset += 1
@@ -215,7 +216,7 @@ class TimerMessageService(PeriodicService):
                 offset += 1
             units.release()
             await asyncio.sleep(0)
-        log.info("timers_recovered", pending=self.wheel.pending, read_time_ms=read_time, scanned_to=end)
+        log.info("timers_recovered", pending=self.wheel.pending, read_time_ms=read_time, scanned_to=offset)
 
     def _last_checkpoint_record(self) -> TimerCheckpoint | None:
         record = self._record_at(TIMER_CHECKPOINT_TOPIC, self.store.get_max_offset_in_queue(
