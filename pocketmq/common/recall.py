@@ -37,8 +37,8 @@ class RecallHandle:
         except (binascii.Error, UnicodeDecodeError, ValueError):
             raise ValueError("recall handle is invalid") from None
         items = raw.split(" ")
-        if len(items) < 5 or items[0] != VERSION_1 or not all(items[1:5]):
-            raise ValueError("recall handle is invalid")
+        if len(items) < 5 or items[0] != VERSION_1 or not all(items[1:5]) or not raw.isprintable():
+            raise ValueError("recall handle is invalid")  # a control character would split a marker's properties
         return cls(items[1], items[2], items[3], items[4])
 
     @property

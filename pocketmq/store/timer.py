@@ -74,6 +74,12 @@ def check_timer(properties: str, now: int, max_delay_ms: int) -> int | None:
     return due
 
 
+def delay_level_wins(properties: str) -> bool:
+    """A delay level above 0 is set: the message is scheduled by its level and its timer properties are dropped."""
+    level = get_property(properties, MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+    return bool(level and level.isdigit() and int(level) > 0)
+
+
 def strip_timer(properties: str) -> str:
     """``properties`` without the timer inputs (a delay level wins over them)."""
     markers = tuple(f"{name}\x01" for name in _TIMER_INPUTS)
@@ -88,8 +94,7 @@ def schedule_timer(msg: MessageExtBrokerInner, now: int, max_delay_ms: int) -> M
         return msg
     if msg.sys_flag & _TXN_MASK not in (0, _TXN_COMMIT):
         return msg
-    level = get_property(props, MessageConst.PROPERTY_DELAY_TIME_LEVEL)
-    if level and level.isdigit() and int(level) > 0:
+    if delay_level_wins(props):
         return dataclasses.replace(msg, properties=strip_timer(props))
     try:
         due = check_timer(props, now, max_delay_ms)

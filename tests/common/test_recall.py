@@ -1,4 +1,5 @@
-"""Recall handles: RocketMQ 5.3's base64url text, decoded with or without padding; anything else is refused."""
+"""Recall handles: RocketMQ 5.3's base64url text, decoded with or without padding; anything else (a control
+character included) is refused."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ def test_the_java_handle_decodes_and_encodes_back() -> None:
     assert RecallHandle.decode(JAVA.rstrip("=")) == handle
 
 
-@pytest.mark.parametrize("text", ["", "not base64 !", "djIgYSBiIGMgZA==", "djEgYSBiIGM=", "//79"])
+# "v1 T b 1 u" + a property injected with control characters: refused, never put in a marker's properties.
+INJECTED = "djEgVCBiIDEgdQJUSU1FUl9ERUxBWV9TRUMBMQ=="
+
+
+@pytest.mark.parametrize("text", ["", "not base64 !", "djIgYSBiIGMgZA==", "djEgYSBiIGM=", "//79", INJECTED])
 def test_anything_else_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="recall handle is invalid"):
         RecallHandle.decode(text)

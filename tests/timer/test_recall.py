@@ -100,6 +100,8 @@ async def test_refusals(client: RawClient, broker: BrokerController) -> None:
     async def code(topic: str, text: str) -> int:
         return (await recall(client, topic, text)).code
 
+    leveled = await send(client, "TRecallNo", b"level", DELAY="1", TIMER_DELIVER_MS=str(due), UNIQ_KEY="lvl")
+    assert leveled.code == 0 and "recallHandle" not in leveled.ext  # the delay level wins: not a timer
     assert await code("TRecallNo", "not base64 !") == ResponseCode.ILLEGAL_OPERATION
     other = RecallHandle("TRecallNo", "broker-z", str(due + 1), "u0").encode()
     assert await code("TRecallNo", other) == ResponseCode.ILLEGAL_OPERATION  # another broker's

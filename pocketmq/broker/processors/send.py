@@ -44,7 +44,7 @@ from pocketmq.remoting.headers import SendMessageRequestHeader, SendMessageReque
 from pocketmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.results import PutMessageResult, PutMessageStatus
-from pocketmq.store.timer import TIMER_MARKER, TimerIllegal, check_timer, is_timer_candidate
+from pocketmq.store.timer import TIMER_MARKER, TimerIllegal, check_timer, delay_level_wins, is_timer_candidate
 
 SendHeader = SendMessageRequestHeader | SendMessageRequestHeaderV2
 
@@ -143,7 +143,8 @@ class SendMessageProcessor:
         if not body:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
         properties, wait = strip_wait(header.properties or "")
-        if TIMER_MARKER in properties or (req.code == RequestCode.SEND_BATCH_MESSAGE and b"TIMER_" in body):
+        timed = TIMER_MARKER in properties
+        if timed or (req.code == RequestCode.SEND_BATCH_MESSAGE and b"TIMER_" in body):
             refusal = self._check_timer(req, properties, body)
             if refusal is not None:
                 return refusal
@@ -162,7 +163,7 @@ class SendMessageProcessor:
             reconsume_times=header.reconsume_times or 0, wait_store_msg_ok=wait,
         )
         stored = self.store.put(msg)
-        timer = properties if TIMER_MARKER in properties and not dead_letter else None
+        timer = properties if timed and not dead_letter else None
         if isinstance(stored, PutMessageResult):
             return self.respond(req, stored, queue_id, timer_properties=timer)
         return self._respond_when_stored(req, stored, queue_id, timer_properties=timer)
@@ -263,7 +264,7 @@ class SendMessageProcessor:
         names (due + 1 ms) is then never before the store's own due, which a relative delay counts from its put."""
         topic = req.field("b") or req.field("topic") or ""
         uniq = get_property(properties, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        if not uniq or is_retry_topic(topic):
+        if not uniq or is_retry_topic(topic) or delay_level_wins(properties):
             return None
         try:
             due = check_timer(properties, int(time.time() * 1000), self.store.config.timer_max_delay_sec * 1000)
