@@ -88,7 +88,10 @@ async def test_exporter_names_and_labels_are_scraped(tmp_path: Path) -> None:
         consumer = push_consumer(c, LIVE, TOPIC, recorder)
         await consumer.start()
         try:
-            await eventually(lambda: caught_up(consumer, c, TOPIC), timeout=20, message="consumed")
+            # Its retry queue too: rocketmq_group_retrydiff needs an offset of it, which the consumer has only once
+            # its rebalance of the retry topic has run (under load, after the topic's messages were consumed).
+            await eventually(lambda: caught_up(consumer, c, TOPIC) and caught_up(consumer, c, f"%RETRY%{LIVE}"),
+                             timeout=20, message="consumed, the retry queue's offset known")
             await consumer.persist_offsets()
             # An offline group that consumed one message per queue (lag 3), with one message in its DLQ.
             b.offsets.commit_offset(LAGGING, TOPIC, 0, 1)
