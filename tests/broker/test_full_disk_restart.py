@@ -222,7 +222,8 @@ async def test_a_full_disk_refuses_sends_loses_nothing_and_restarts_after_sigkil
     sent, refused = await fill_until_refused(client, broker.addr, acked, BATCH)
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE, (refused.code, refused.remark)
     assert "disk is full" in (refused.remark or ""), refused.remark
-    assert len(acked) > 1000
+    # MiBs of the headroom were taken before the refusal; how many depends on when the periodic disk check ran
+    assert len(acked) > 500, len(acked)
     info = await retention_runs(client, broker.addr, 2)  # retention ran on the full disk: nothing went
     assert info["commitLogMinOffset"] == "0" and info["forcedCleanFiles"] == "0"
     assert info["expiredDeletedFiles"] == "0" and info["cleanFileForciblyEnable"] == "false"
