@@ -168,9 +168,12 @@ async def test_released_queues_follow_retention(tmp_path: Path) -> None:
             assert (await store.put_message(msg("R", bytes([i % 256]) * 900, queue_id=i % 2))).is_ok
         await eventually(lambda: store.flushed_phy_offset == store.max_phy_offset
                          and all(cq.queue.dirty_bytes() <= 0 for cq in store._queues))
-        for _ in range(2):  # unused since the first sweep: released by the second
-            store._queues.sweep()
-        assert all(store.find_consume_queue("R", q).released for q in (0, 1))  # type: ignore[union-attr]
+
+        async def released() -> bool:  # unused since one sweep: released by the next, once no file is in the making
+            await store._queues.release_idle()
+            return all(store.find_consume_queue("R", q).released for q in (0, 1))  # type: ignore[union-attr]
+
+        await eventually(released, message="both queues released")
         stamp = time.time() - 2 * 3600
         for mapped in store.commit_log.queue.files[:2]:
             os.utime(mapped.path, (stamp, stamp))
