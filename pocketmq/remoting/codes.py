@@ -73,6 +73,10 @@ class ResponseCode(IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    #: 5.x reuses 209 and 210 for POP long polling: too many parked pops / a pop that found nothing in time. Named
+    #: first, so that an error and a log name the answer every empty pop gets, not 4.x's ACL-admin failures.
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
     UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
@@ -81,9 +85,6 @@ class ResponseCode(IntEnum):
     # --- RocketMQ 5 POP ---
     #: A request field out of range (a POP's ``maxMsgNums`` above 32, a queue id, an invisible time).
     INVALID_PARAMETER = 29
-    #: 5.x reuses 209 and 210 for POP long polling: too many parked pops / a pop that found nothing in time.
-    POLLING_FULL = 209
-    POLLING_TIMEOUT = 210
     # --- end RocketMQ 5 POP ---
     # --- controller (RocketMQ 5) ---
     CONTROLLER_FENCED_MASTER_EPOCH = 2000
