@@ -14,7 +14,6 @@ The components live under their own names: :mod:`pocketmq.common` (the shared mo
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 import pocketmq.common.compiled  # noqa: F401  (first: it picks compiled or source modules)
@@ -66,11 +65,6 @@ if TYPE_CHECKING:
         create_reply_message,
     )
 
-try:
-    __version__ = version("pocketmq")
-except PackageNotFoundError:  # a source tree on sys.path without installed metadata
-    __version__ = "0+unknown"
-
 __all__ = [
     "BatchMessageHandler",
     "BrokerNotFoundError",
@@ -119,9 +113,22 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The SDK's names, imported from :mod:`pocketmq.client` when first asked for."""
+    """The SDK's names, imported from :mod:`pocketmq.client` when first asked for; ``__version__`` too (reading the
+    installed metadata costs every process tens of milliseconds at start)."""
     if name in __all__:
         value = getattr(importlib.import_module("pocketmq.client"), name)
         globals()[name] = value
         return value
+    if name == "__version__":
+        globals()[name] = value = _installed_version()
+        return value
     raise AttributeError(f"module 'pocketmq' has no attribute {name!r}")
+
+
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pocketmq")
+    except PackageNotFoundError:  # a source tree on sys.path without installed metadata
+        return "0+unknown"

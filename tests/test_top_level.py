@@ -28,3 +28,12 @@ def test_importing_the_store_does_not_load_the_sdk() -> None:
     code = "import sys, pocketmq.store; print('pocketmq.client' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_version_is_the_installed_one_and_read_only_when_asked() -> None:
+    from importlib.metadata import version
+
+    assert pocketmq.__version__ == version("pocketmq")
+    code = "import sys, pocketmq.store; print('importlib.metadata' in sys.modules, pocketmq.__version__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["False", version("pocketmq")]
